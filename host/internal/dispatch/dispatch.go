@@ -1,0 +1,220 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/capgate/capgate/host/internal/registry"
+)
+
+// Scope is what a token may do, independent of its role.
+type Scope string
+
+const (
+	ScopeRead   Scope = "read"
+	ScopeAction Scope = "action"
+	ScopeAdmin  Scope = "admin"
+)
+
+// Valid reports whether s is one of the known scopes.
+func (s Scope) Valid() bool { return s == ScopeRead || s == ScopeAction || s == ScopeAdmin }
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Role  string
+	Scope Scope
+	// UserID is the user the token acts for; empty when unbound.
+	UserID string
+}
+
+// Step names a stage of the gate.
+type Step string
+
+const (
+	StepPack        Step = "pack"
+	StepUserBinding Step = "user_binding"
+	StepScope       Step = "scope"
+	StepPermission  Step = "permission"
+	StepOwnership   Step = "ownership"
+)
+
+// Refusal is the gate saying no. Reason is meant for a human reading the
+// agent's transcript; it names what is missing, never a secret.
+type Refusal struct {
+	Step       Step
+	Capability string
+	Reason     string
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("%s refused at %s: %s", r.Capability, r.Step, r.Reason)
+}
+
+// ToolErrorCode classifies failures the caller can act on.
+type ToolErrorCode uint8
+
+const (
+	// InvalidInput: the arguments are wrong; the message says how.
+	InvalidInput ToolErrorCode = iota + 1
+	// NotFound: the target does not exist.
+	NotFound
+	// Conflict: the call is valid but the state forbids it (a taken slot).
+	Conflict
+)
+
+// ToolError is a failure reported to the caller as a result, not as a
+// protocol error: the agent can read it and try again differently.
+type ToolError struct {
+	Code    ToolErrorCode
+	Message string
+}
+
+func (e *ToolError) Error() string { return e.Message }
+
+// ErrUnknownCapability is returned for a name no plugin provides.
+var ErrUnknownCapability = errors.New("unknown capability")
+
+// Provider runs capabilities; the plugin host implements it per plugin.
+type Provider interface {
+	// Invoke runs the capability. A *ToolError is returned as is.
+	Invoke(ctx context.Context, p Principal, capability string, args json.RawMessage) (json.RawMessage, error)
+	// ResolveOwner returns the user id owning the call's target. A missing
+	// target is a *ToolError with code NotFound.
+	ResolveOwner(ctx context.Context, capability string, args json.RawMessage) (string, error)
+}
+
+// Policy is the operator's part of the decision: which packs are on and
+// what each role may do.
+type Policy struct {
+	// Packs maps a pack name to enabled. Absent means disabled.
+	Packs map[string]bool
+	// Roles maps a role to the permissions it holds. A permission "*" holds
+	// every permission; "booking.*" holds every permission starting with
+	// "booking.".
+	Roles map[string][]string
+}
+
+// Dispatcher is the gate. It is safe for concurrent use.
+type Dispatcher struct {
+	reg       *registry.Registry
+	packs     map[string]bool
+	roles     map[string]permSet
+	providers map[string]Provider
+}
+
+type permSet struct {
+	all      bool
+	exact    map[string]bool
+	prefixes []string
+}
+
+func (s permSet) holds(perm string) bool {
+	if s.all || s.exact[perm] {
+		return true
+	}
+	for _, p := range s.prefixes {
+		if strings.HasPrefix(perm, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// New builds a dispatcher over reg. providers maps a plugin name (as in
+// Capability.Plugin) to the provider that runs its capabilities; every
+// registered capability must have one.
+func New(reg *registry.Registry, policy Policy, providers map[string]Provider) (*Dispatcher, error) {
+	d := &Dispatcher{reg: reg, packs: map[string]bool{}, roles: map[string]permSet{}, providers: providers}
+	for k, v := range policy.Packs {
+		d.packs[k] = v
+	}
+	for role, perms := range policy.Roles {
+		s := permSet{exact: map[string]bool{}}
+		for _, p := range perms {
+			switch {
+			case p == "*":
+				s.all = true
+			case strings.HasSuffix(p, ".*"):
+				s.prefixes = append(s.prefixes, strings.TrimSuffix(p, "*"))
+			default:
+				s.exact[p] = true
+			}
+		}
+		d.roles[role] = s
+	}
+	for _, e := range reg.All() {
+		if providers[e.Plugin] == nil {
+			return nil, fmt.Errorf("capability %q: no provider for plugin %q", e.Name, e.Plugin)
+		}
+	}
+	return d, nil
+}
+
+// Registry returns the registry the dispatcher gates.
+func (d *Dispatcher) Registry() *registry.Registry { return d.reg }
+
+// check runs the steps that do not depend on the arguments.
+func (d *Dispatcher) check(p Principal, c *registry.Capability) *Refusal {
+	if !d.packs[c.Pack] {
+		return &Refusal{Step: StepPack, Capability: c.Name, Reason: fmt.Sprintf("pack %q is not enabled on this server", c.Pack)}
+	}
+	if c.Kind == registry.Action && p.UserID == "" {
+		return &Refusal{Step: StepUserBinding, Capability: c.Name, Reason: "an action needs a token bound to a user; this token acts for nobody"}
+	}
+	if c.Kind == registry.Action && p.Scope != ScopeAction && p.Scope != ScopeAdmin {
+		return &Refusal{Step: StepScope, Capability: c.Name, Reason: fmt.Sprintf("this is an action and the token's scope is %q; it needs scope \"action\"", p.Scope)}
+	}
+	if c.Permission != "" && !d.roles[p.Role].holds(c.Permission) {
+		return &Refusal{Step: StepPermission, Capability: c.Name, Reason: fmt.Sprintf("role %q does not hold permission %q", p.Role, c.Permission)}
+	}
+	return nil
+}
+
+// Allowed reports whether every argument-independent step admits p to the
+// capability: exactly the capabilities a tools/list should show.
+func (d *Dispatcher) Allowed(p Principal, c *registry.Capability) bool {
+	return d.check(p, c) == nil
+}
+
+// Visible returns the capabilities p may call, in name order.
+func (d *Dispatcher) Visible(p Principal) []*registry.Entry {
+	var out []*registry.Entry
+	for _, e := range d.reg.All() {
+		if d.check(p, &e.Capability) == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Invoke is the gate: it runs every step, validates the arguments, and only
+// then calls the providing plugin.
+func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args json.RawMessage) (json.RawMessage, error) {
+	e, ok := d.reg.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownCapability, name)
+	}
+	if r := d.check(p, &e.Capability); r != nil {
+		return nil, r
+	}
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	if err := e.ValidateArgs(args); err != nil {
+		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %v", name, err)}
+	}
+	prov := d.providers[e.Plugin]
+	if e.OwnerGuarded && p.Scope != ScopeAdmin {
+		owner, err := prov.ResolveOwner(ctx, name, args)
+		if err != nil {
+			return nil, err
+		}
+		if owner == "" || owner != p.UserID {
+			return nil, &Refusal{Step: StepOwnership, Capability: name, Reason: "the target does not belong to this token's user"}
+		}
+	}
+	return prov.Invoke(ctx, p, name, args)
+}
