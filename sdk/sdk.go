@@ -1,0 +1,220 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+)
+
+// Kind says whether a capability only reads or acts for a user.
+type Kind int
+
+const (
+	// Read capabilities change nothing. A token of any scope may call them.
+	Read Kind = 1
+	// Action capabilities change state on behalf of the caller's user; the
+	// host admits only tokens of scope action (or admin) bound to a user.
+	Action Kind = 2
+)
+
+// Principal is the caller, as the host authenticated it.
+type Principal struct {
+	Role string
+	// Scope is "read", "action" or "admin".
+	Scope string
+	// UserID is the user the caller acts for; empty for an unbound token.
+	UserID string
+}
+
+// IsAdmin reports whether the caller has the admin scope, which may act on
+// any user's records.
+func (p Principal) IsAdmin() bool { return p.Scope == "admin" }
+
+// Call describes the call a handler is serving.
+type Call struct {
+	Principal Principal
+	// ID identifies the call in the host's logs.
+	ID string
+}
+
+// Tool declares one capability with its typed handler.
+//
+// In and Out are Go types whose JSON Schemas become the capability's input
+// and output schemas: `json` tags name the properties, fields with omitempty
+// are optional, and a `jsonschema:"..."` tag describes a field to the agent.
+// Both must be structs (or pointers to structs): MCP tool arguments and
+// structured results are JSON objects.
+type Tool[In, Out any] struct {
+	// Name is dotted and unique across the host, e.g. "booking.cancel".
+	Name string
+	// Description tells an agent when to use the capability.
+	Description string
+	Kind        Kind
+	// Pack is the operator toggle the capability belongs to.
+	Pack string
+	// Permission is what the caller's role must hold. Empty means any
+	// authenticated caller whose scope allows the kind.
+	Permission string
+	// Destructive marks an action whose effect the caller cannot undo.
+	Destructive bool
+	// Handler runs the capability.
+	Handler func(ctx context.Context, call Call, in In) (Out, error)
+	// Owner, when set, makes the capability owner-guarded: before the call,
+	// the host asks it which user owns the target named by in, and refuses
+	// callers who are not that user. It returns NotFound for a target that
+	// does not exist.
+	Owner func(ctx context.Context, in In) (userID string, err error)
+}
+
+// Env is what the host hands a plugin before its first call.
+type Env struct {
+	// DataDir is a directory that belongs to this plugin alone.
+	DataDir string
+	// Config is the plugin's config block from the host config, as JSON.
+	Config json.RawMessage
+	// Logger writes to the host's log, tagged with the plugin's name.
+	Logger *slog.Logger
+	// HostVersion is the capgate build version.
+	HostVersion string
+}
+
+// DecodeConfig decodes the config block into v, refusing unknown keys so a
+// misspelt option is an error at start-up rather than silently ignored.
+func (e Env) DecodeConfig(v any) error {
+	return decodeStrict(e.Config, v)
+}
+
+// Plugin is a plugin under construction: create it with New, add tools, then
+// Serve it.
+type Plugin struct {
+	name, version string
+	tools         []*tool
+	byName        map[string]*tool
+	configure     func(context.Context, Env) error
+	closers       []func() error
+	logger        *slog.Logger
+}
+
+type tool struct {
+	desc   *capgatev1.Capability
+	invoke func(ctx context.Context, call Call, args json.RawMessage) (json.RawMessage, error)
+	owner  func(ctx context.Context, args json.RawMessage) (string, error)
+}
+
+var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+// New starts a plugin description. name is how operators refer to the
+// plugin in logs; version is reported to the host.
+func New(name, version string) *Plugin {
+	if !pluginName.MatchString(name) {
+		panic(fmt.Sprintf("sdk.New: plugin name %q must match %s", name, pluginName))
+	}
+	return &Plugin{name: name, version: version, byName: map[string]*tool{}, logger: newLogger(name)}
+}
+
+// Name returns the plugin's name.
+func (p *Plugin) Name() string { return p.name }
+
+// Logger returns the plugin's logger; its records reach the host's log.
+func (p *Plugin) Logger() *slog.Logger { return p.logger }
+
+// OnConfigure sets the function the host's configuration reaches. It runs
+// once, before any call; an error stops the host's start-up with the
+// message, so say which option is wrong.
+func (p *Plugin) OnConfigure(f func(ctx context.Context, env Env) error) { p.configure = f }
+
+// OnClose adds a function run when the host stops the plugin, in reverse
+// order of registration (close what was opened last first).
+func (p *Plugin) OnClose(f func() error) { p.closers = append(p.closers, f) }
+
+// Add declares a capability. It panics on a declaration that can never work
+// (no handler, a duplicate name, types without a JSON Schema), as these are
+// programming errors found the first time the plugin starts.
+func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
+	if t.Handler == nil {
+		panic(fmt.Sprintf("sdk.Add %q: Handler is nil", t.Name))
+	}
+	if _, dup := p.byName[t.Name]; dup {
+		panic(fmt.Sprintf("sdk.Add %q: capability declared twice", t.Name))
+	}
+	if t.Kind != Read && t.Kind != Action {
+		panic(fmt.Sprintf("sdk.Add %q: Kind must be sdk.Read or sdk.Action", t.Name))
+	}
+	in := mustSchema[In](t.Name, "input")
+	out := mustSchema[Out](t.Name, "output")
+	kind := capgatev1.Kind_KIND_READ
+	if t.Kind == Action {
+		kind = capgatev1.Kind_KIND_ACTION
+	}
+	tl := &tool{
+		desc: &capgatev1.Capability{
+			Name:         t.Name,
+			Description:  t.Description,
+			Kind:         kind,
+			InputSchema:  in,
+			OutputSchema: out,
+			Pack:         t.Pack,
+			Permission:   t.Permission,
+			OwnerGuarded: t.Owner != nil,
+			Destructive:  t.Destructive,
+		},
+		invoke: func(ctx context.Context, call Call, raw json.RawMessage) (json.RawMessage, error) {
+			in, err := decodeArgs[In](raw)
+			if err != nil {
+				return nil, err
+			}
+			res, err := t.Handler(ctx, call, in)
+			if err != nil {
+				return nil, err
+			}
+			b, err := json.Marshal(res)
+			if err != nil {
+				return nil, fmt.Errorf("encode result of %s: %w", t.Name, err)
+			}
+			return b, nil
+		},
+	}
+	if t.Owner != nil {
+		tl.owner = func(ctx context.Context, raw json.RawMessage) (string, error) {
+			in, err := decodeArgs[In](raw)
+			if err != nil {
+				return "", err
+			}
+			return t.Owner(ctx, in)
+		}
+	}
+	p.tools = append(p.tools, tl)
+	p.byName[t.Name] = tl
+}
+
+func mustSchema[T any](name, which string) []byte {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("sdk.Add %q: %s schema: %v", name, which, err))
+	}
+	if s.Type != "object" {
+		panic(fmt.Sprintf("sdk.Add %q: %s type must be a struct (a JSON object), its schema type is %q", name, which, s.Type))
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("sdk.Add %q: %s schema: %v", name, which, err))
+	}
+	return b
+}
+
+func decodeArgs[In any](raw json.RawMessage) (In, error) {
+	var in In
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return in, InvalidInput("arguments do not fit the input schema: %v", err)
+	}
+	return in, nil
+}

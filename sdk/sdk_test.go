@@ -1,0 +1,212 @@
+package sdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/sdktest"
+)
+
+type noteIn struct {
+	ID string `json:"id"`
+}
+
+type noteOut struct {
+	ID    string `json:"id"`
+	Owner string `json:"owner"`
+	Text  string `json:"text,omitempty"`
+}
+
+type pluginConfig struct {
+	Greeting string `json:"greeting"`
+}
+
+// newNotes builds a small plugin with an owner-guarded capability and a
+// configuration step, exercising every part of the contract.
+func newNotes(configured *pluginConfig) *sdk.Plugin {
+	notes := map[string]noteOut{"n1": {ID: "n1", Owner: "alice", Text: "hi"}}
+	p := sdk.New("notes", "0.1.0")
+	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
+		if err := env.DecodeConfig(configured); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(env.DataDir, "marker"), []byte("x"), 0o600)
+	})
+	sdk.Add(p, sdk.Tool[noteIn, noteOut]{
+		Name: "notes.get", Description: "Read a note.", Kind: sdk.Read, Pack: "notes", Permission: "notes.read",
+		Handler: func(ctx context.Context, call sdk.Call, in noteIn) (noteOut, error) {
+			switch in.ID {
+			case "boom":
+				panic("handler bug")
+			case "fail":
+				return noteOut{}, errors.New("disk on fire")
+			case "conflict":
+				return noteOut{}, sdk.Conflict("note is locked")
+			case "bad":
+				return noteOut{}, sdk.InvalidInput("bad id")
+			}
+			n, ok := notes[in.ID]
+			if !ok {
+				return noteOut{}, sdk.NotFound("no note %q", in.ID)
+			}
+			n.Text += " " + call.Principal.UserID
+			return n, nil
+		},
+		Owner: func(ctx context.Context, in noteIn) (string, error) {
+			n, ok := notes[in.ID]
+			if !ok {
+				return "", sdk.NotFound("no note %q", in.ID)
+			}
+			return n.Owner, nil
+		},
+	})
+	sdk.Add(p, sdk.Tool[noteIn, noteOut]{
+		Name: "notes.delete", Kind: sdk.Action, Pack: "notes", Permission: "notes.write", Destructive: true,
+		Handler: func(ctx context.Context, call sdk.Call, in noteIn) (noteOut, error) { return noteOut{ID: in.ID}, nil },
+	})
+	return p
+}
+
+func TestDescribe(t *testing.T) {
+	c := sdktest.Start(t, newNotes(&pluginConfig{}), nil)
+	d, err := c.Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "notes" || d.Version != "0.1.0" || len(d.Capabilities) != 2 {
+		t.Fatalf("describe = %v", d)
+	}
+	get, del := d.Capabilities[0], d.Capabilities[1]
+	if get.Kind != capgatev1.Kind_KIND_READ || !get.OwnerGuarded || get.Destructive || get.Permission != "notes.read" {
+		t.Errorf("notes.get = %v", get)
+	}
+	if del.Kind != capgatev1.Kind_KIND_ACTION || del.OwnerGuarded || !del.Destructive {
+		t.Errorf("notes.delete = %v", del)
+	}
+	var in map[string]any
+	if err := json.Unmarshal(get.InputSchema, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in["type"] != "object" || in["required"].([]any)[0] != "id" {
+		t.Errorf("input schema = %s", get.InputSchema)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(get.OutputSchema, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out["properties"].(map[string]any)["text"]; !ok {
+		t.Errorf("output schema = %s", get.OutputSchema)
+	}
+}
+
+func TestInvoke(t *testing.T) {
+	var cfg pluginConfig
+	c := sdktest.Start(t, newNotes(&cfg), map[string]string{"greeting": "hey"})
+	if cfg.Greeting != "hey" {
+		t.Fatalf("config not delivered: %+v", cfg)
+	}
+	alice := sdk.Principal{Role: "customer", Scope: "read", UserID: "alice"}
+	got := sdktest.Call[noteOut](t, c, "notes.get", alice, noteIn{ID: "n1"})
+	if got.Text != "hi alice" || got.Owner != "alice" {
+		t.Errorf("notes.get = %+v (principal must reach the handler)", got)
+	}
+
+	ctx := context.Background()
+	for _, tc := range []struct {
+		id   string
+		code capgatev1.ToolError_Code
+	}{
+		{"missing", capgatev1.ToolError_CODE_NOT_FOUND},
+		{"bad", capgatev1.ToolError_CODE_INVALID_INPUT},
+		{"conflict", capgatev1.ToolError_CODE_CONFLICT},
+	} {
+		_, te, err := c.Invoke(ctx, "notes.get", alice, noteIn{ID: tc.id})
+		if err != nil || te == nil || te.Code != tc.code {
+			t.Errorf("id %q: tool error %v, err %v; want code %v", tc.id, te, err, tc.code)
+		}
+	}
+	// Internal failures and panics are gRPC errors, and the plugin survives.
+	for _, id := range []string{"fail", "boom"} {
+		_, te, err := c.Invoke(ctx, "notes.get", alice, noteIn{ID: id})
+		if te != nil || status.Code(err) != codes.Internal {
+			t.Errorf("id %q: tool error %v, err %v; want codes.Internal", id, te, err)
+		}
+	}
+	// Arguments that do not decode into In are the caller's fault.
+	_, te, err := c.Invoke(ctx, "notes.get", alice, json.RawMessage(`{"id": 7}`))
+	if err != nil || te == nil || te.Code != capgatev1.ToolError_CODE_INVALID_INPUT {
+		t.Errorf("wrong-typed args: tool error %v, err %v", te, err)
+	}
+	_, _, err = c.Invoke(ctx, "notes.nope", alice, nil)
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("unknown capability: err %v, want NotFound", err)
+	}
+	if got := sdktest.Call[noteOut](t, c, "notes.get", alice, noteIn{ID: "n1"}); got.ID != "n1" {
+		t.Errorf("plugin did not survive a panic: %+v", got)
+	}
+}
+
+func TestResolveOwner(t *testing.T) {
+	c := sdktest.Start(t, newNotes(&pluginConfig{}), nil)
+	ctx := context.Background()
+	owner, te, err := c.ResolveOwner(ctx, "notes.get", noteIn{ID: "n1"})
+	if owner != "alice" || te != nil || err != nil {
+		t.Errorf("owner of n1 = %q, %v, %v", owner, te, err)
+	}
+	_, te, err = c.ResolveOwner(ctx, "notes.get", noteIn{ID: "zz"})
+	if err != nil || te == nil || te.Code != capgatev1.ToolError_CODE_NOT_FOUND {
+		t.Errorf("owner of missing = %v, %v", te, err)
+	}
+	_, _, err = c.ResolveOwner(ctx, "notes.delete", noteIn{ID: "n1"})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("owner of unguarded capability: err %v", err)
+	}
+}
+
+func TestConfigureErrors(t *testing.T) {
+	_, err := sdktest.StartErr(t, newNotes(&pluginConfig{}), map[string]string{"greetin": "typo"})
+	if err == nil || !strings.Contains(err.Error(), `unknown field "greetin"`) {
+		t.Fatalf("typo in config: err = %v, want the unknown key named", err)
+	}
+}
+
+func TestAddPanicsOnBadDeclarations(t *testing.T) {
+	h := func(ctx context.Context, call sdk.Call, in noteIn) (noteOut, error) { return noteOut{}, nil }
+	for name, add := range map[string]func(p *sdk.Plugin){
+		"nil handler": func(p *sdk.Plugin) { sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "a.b", Kind: sdk.Read}) },
+		"no kind":     func(p *sdk.Plugin) { sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "a.b", Handler: h}) },
+		"duplicate": func(p *sdk.Plugin) {
+			sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "a.b", Kind: sdk.Read, Handler: h})
+			sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "a.b", Kind: sdk.Read, Handler: h})
+		},
+		"non-object input": func(p *sdk.Plugin) {
+			sdk.Add(p, sdk.Tool[string, noteOut]{Name: "a.b", Kind: sdk.Read,
+				Handler: func(context.Context, sdk.Call, string) (noteOut, error) { return noteOut{}, nil }})
+		},
+		"unencodable output": func(p *sdk.Plugin) {
+			sdk.Add(p, sdk.Tool[noteIn, struct{ C chan int }]{Name: "a.b", Kind: sdk.Read,
+				Handler: func(context.Context, sdk.Call, noteIn) (struct{ C chan int }, error) {
+					return struct{ C chan int }{}, nil
+				}})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			add(sdk.New("x", "1"))
+		})
+	}
+}

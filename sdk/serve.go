@@ -1,0 +1,174 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/sdk/internal/pluginwire"
+)
+
+// Serve runs the plugin until the host stops it, then runs the OnClose
+// functions. Call it from main; started by hand (not by a capgate host) it
+// explains that it is a plugin and exits.
+func Serve(p *Plugin) {
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: pluginwire.Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			capgatev1.ProtocolVersion: {capgatev1.PluginName: &pluginwire.Plugin{Impl: NewServer(p)}},
+		},
+		GRPCServer: plugin.DefaultGRPCServer,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Name: p.name, Output: os.Stderr, JSONFormat: true, Level: hclog.Info,
+		}),
+	})
+	if err := p.close(); err != nil {
+		p.logger.Error("close plugin", "err", err)
+		os.Exit(1)
+	}
+}
+
+func (p *Plugin) close() error {
+	var errs []error
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		errs = append(errs, p.closers[i]())
+	}
+	p.closers = nil
+	return errors.Join(errs...)
+}
+
+// server implements the PluginService for one Plugin.
+type server struct {
+	capgatev1.UnimplementedPluginServiceServer
+	p *Plugin
+
+	mu         sync.Mutex
+	configured bool
+	broker     *plugin.GRPCBroker
+	host       *grpc.ClientConn
+}
+
+// NewServer returns the gRPC service of p. Serve uses it; it is exported for
+// package sdktest.
+func NewServer(p *Plugin) pluginwire.Server { return &server{p: p} }
+
+func (s *server) SetBroker(b *plugin.GRPCBroker) { s.broker = b }
+
+func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest) (*capgatev1.ConfigureResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.configured {
+		return nil, status.Error(codes.FailedPrecondition, "plugin is already configured")
+	}
+	if s.broker != nil && req.HostBrokerId != 0 {
+		// Dial lazily: the host serves its services on this stream id.
+		conn, err := s.broker.Dial(req.HostBrokerId)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "reach host services: %v", err)
+		}
+		s.host = conn
+		s.p.OnClose(conn.Close)
+	}
+	if s.p.configure != nil {
+		env := Env{DataDir: req.DataDir, Config: req.ConfigJson, Logger: s.p.logger, HostVersion: req.HostVersion}
+		if err := s.p.configure(ctx, env); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	s.configured = true
+	return &capgatev1.ConfigureResponse{}, nil
+}
+
+func (s *server) Describe(context.Context, *capgatev1.DescribeRequest) (*capgatev1.DescribeResponse, error) {
+	caps := make([]*capgatev1.Capability, len(s.p.tools))
+	for i, t := range s.p.tools {
+		caps[i] = t.desc
+	}
+	return &capgatev1.DescribeResponse{Name: s.p.name, Version: s.p.version, Capabilities: caps}, nil
+}
+
+func (s *server) ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.configured {
+		return status.Error(codes.FailedPrecondition, "plugin is not configured yet")
+	}
+	return nil
+}
+
+func (s *server) lookup(name string) (*tool, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	t, ok := s.p.byName[name]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "plugin %s has no capability %q", s.p.name, name)
+	}
+	return t, nil
+}
+
+func (s *server) Invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp *capgatev1.InvokeResponse, err error) {
+	t, err := s.lookup(req.Capability)
+	if err != nil {
+		return nil, err
+	}
+	defer s.recoverInto(req.Capability, &err)
+	pr := req.GetPrincipal()
+	call := Call{ID: req.CallId, Principal: Principal{Role: pr.GetRole(), Scope: pr.GetScope(), UserID: pr.GetUserId()}}
+	out, err := t.invoke(ctx, call, req.Arguments)
+	if err != nil {
+		if te, ok := asToolError(err); ok {
+			return &capgatev1.InvokeResponse{Error: te}, nil
+		}
+		return nil, s.internal(req.Capability, req.CallId, err)
+	}
+	return &capgatev1.InvokeResponse{Result: out}, nil
+}
+
+func (s *server) ResolveOwner(ctx context.Context, req *capgatev1.ResolveOwnerRequest) (resp *capgatev1.ResolveOwnerResponse, err error) {
+	t, err := s.lookup(req.Capability)
+	if err != nil {
+		return nil, err
+	}
+	if t.owner == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "capability %q is not owner-guarded", req.Capability)
+	}
+	defer s.recoverInto(req.Capability, &err)
+	owner, err := t.owner(ctx, req.Arguments)
+	if err != nil {
+		if te, ok := asToolError(err); ok {
+			return &capgatev1.ResolveOwnerResponse{Error: te}, nil
+		}
+		return nil, s.internal(req.Capability, "", err)
+	}
+	return &capgatev1.ResolveOwnerResponse{OwnerUserId: owner}, nil
+}
+
+// internal keeps a handler's own error text in the plugin's log and gives
+// the host a status it can log; the agent only learns that the call failed.
+func (s *server) internal(capability, callID string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	s.p.logger.Error("capability failed", "capability", capability, "call_id", callID, "err", err)
+	return status.Errorf(codes.Internal, "%s failed: %v", capability, err)
+}
+
+// recoverInto turns a handler panic into an internal error: one bad call
+// must not take the plugin, and every other caller's work, down with it.
+func (s *server) recoverInto(capability string, err *error) {
+	if r := recover(); r != nil {
+		s.p.logger.Error("capability panicked", "capability", capability, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		*err = status.Errorf(codes.Internal, "%s failed", capability)
+	}
+}
