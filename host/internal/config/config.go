@@ -1,0 +1,177 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+)
+
+// BuiltinPacks are the packs the bundled plugins provide. Config.Packs
+// always has an entry for each, false unless the operator turns it on.
+var BuiltinPacks = []string{"search", "booking", "subscription", "llm", "events"}
+
+// Token length limits. The upper bound keeps the per-request work on a
+// hostile header small; the lower bound refuses guessable tokens.
+const (
+	MinTokenLength = 8
+	MaxTokenLength = 512
+)
+
+// Errors returned by CheckToken. They are fixed values so a caller on the
+// request path can test a token without allocating.
+var (
+	ErrTokenTooShort = fmt.Errorf("must be at least %d characters", MinTokenLength)
+	ErrTokenTooLong  = fmt.Errorf("must be at most %d characters", MaxTokenLength)
+	ErrTokenSyntax   = errors.New("may contain only letters, digits and - . _ ~ + / followed by optional = padding (RFC 6750 b64token)")
+)
+
+// CheckToken reports whether tok is acceptable as a bearer token: its
+// length is within the limits and it is an RFC 6750 b64token, which is what
+// can travel in an Authorization header unquoted. It never allocates.
+func CheckToken(tok string) error {
+	if len(tok) < MinTokenLength {
+		return ErrTokenTooShort
+	}
+	if len(tok) > MaxTokenLength {
+		return ErrTokenTooLong
+	}
+	i := 0
+	for ; i < len(tok); i++ {
+		c := tok[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/') {
+			break
+		}
+	}
+	if i == 0 {
+		return ErrTokenSyntax
+	}
+	for ; i < len(tok); i++ {
+		if tok[i] != '=' {
+			return ErrTokenSyntax
+		}
+	}
+	return nil
+}
+
+// Config is a loaded, validated host configuration.
+type Config struct {
+	// Enabled is the master switch: when false the endpoint answers 404.
+	Enabled bool
+	// Listen is the host:port the HTTP server binds.
+	Listen string
+	// DataDir is where the host and plugins keep state; a relative path is
+	// relative to the working directory.
+	DataDir string
+	Tokens  []Token
+	// Roles maps a role name to the permissions it holds.
+	Roles map[string][]string
+	// Packs has every built-in pack and every configured one.
+	Packs map[string]bool
+	// DefaultScope and DefaultRole apply to tokens that do not set their own.
+	DefaultScope dispatch.Scope
+	DefaultRole  string
+	// MaxResults caps the items a listing capability returns.
+	MaxResults        int
+	LLMConnectionSlug string
+	// EventsBufferSize is how many events are kept for subscribers.
+	EventsBufferSize int
+	HTTP             HTTP
+	Log              Log
+	Plugins          []Plugin
+	// File is the absolute path of the file loaded; empty after Parse.
+	File string
+}
+
+// Token is one accepted bearer token. Only its hash is kept.
+type Token struct {
+	// Index is the token's position under tokens, for logs that must name a
+	// token without revealing it.
+	Index  int
+	SHA256 [32]byte
+	Role   string
+	Scope  dispatch.Scope
+	// UserID is the user the token acts for; empty when unbound.
+	UserID string
+}
+
+// HTTP holds the server's limits.
+type HTTP struct {
+	MaxBodyBytes    int64
+	RequestTimeout  time.Duration
+	ShutdownTimeout time.Duration
+	// AllowedOrigins are normalized origins (lower-case scheme and host, no
+	// default port, no trailing slash) that browsers may call from, besides
+	// same-host and localhost ones.
+	AllowedOrigins []string
+}
+
+// Log configures the host's slog handler.
+type Log struct {
+	Level slog.Level
+	// Format is "text" or "json".
+	Format string
+}
+
+// Plugin is one plugin binary to start.
+type Plugin struct {
+	Name string
+	// Path is the binary; a relative path in the file has been resolved
+	// against the file's directory.
+	Path string
+	// SHA256 is the expected lower-case hex digest of the binary, or empty.
+	SHA256 string
+	// Config is the plugin's free-form block with its keys as written.
+	Config map[string]any
+}
+
+// ConfigJSON returns the plugin's config block as a JSON object, "{}" when
+// the block is absent.
+func (p Plugin) ConfigJSON() ([]byte, error) {
+	if len(p.Config) == 0 {
+		return []byte("{}"), nil
+	}
+	b, err := json.Marshal(p.Config)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: encoding config as JSON: %w", p.Name, err)
+	}
+	return b, nil
+}
+
+// Policy returns the operator's part of the gate's decision. The maps are
+// copies, so the dispatcher cannot be changed through the Config.
+func (c *Config) Policy() dispatch.Policy {
+	roles := make(map[string][]string, len(c.Roles))
+	for k, v := range c.Roles {
+		roles[k] = append([]string(nil), v...)
+	}
+	return dispatch.Policy{Packs: maps.Clone(c.Packs), Roles: roles}
+}
+
+// Load reads and validates the configuration file at path. Relative plugin
+// paths are resolved against the file's directory. A file that parses but
+// has mistakes yields an *Error listing all of them.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return parse(data, filepath.Dir(abs), abs)
+}
+
+// Parse validates a configuration held in memory. baseDir resolves relative
+// plugin paths; when empty they stay relative to the working directory.
+func Parse(yamlBytes []byte, baseDir string) (*Config, error) {
+	return parse(yamlBytes, baseDir, "")
+}

@@ -1,0 +1,817 @@
+package config
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+)
+
+// EnvPrefix starts every environment variable the configuration reads.
+const EnvPrefix = "CAPGATE_"
+
+// EnvName is the environment variable that overrides the setting at the
+// dotted key path, e.g. "http.max_body_bytes" -> CAPGATE_HTTP_MAX_BODY_BYTES.
+func EnvName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+type kind uint8
+
+const (
+	kindString kind = iota
+	kindBool
+	kindInt
+	kindDuration
+)
+
+func (k kind) want() string {
+	switch k {
+	case kindBool:
+		return "true or false"
+	case kindInt:
+		return "an integer"
+	case kindDuration:
+		return `a duration such as "30s" or "1m30s"`
+	}
+	return "a string"
+}
+
+// convert turns a file or environment value into the setting's Go type.
+// Strings are parsed for every kind: environment values are always strings,
+// and so is a file value written as "${VAR}".
+func (k kind) convert(v any) (any, bool) {
+	switch k {
+	case kindString:
+		s, ok := v.(string)
+		return s, ok
+	case kindBool:
+		switch v := v.(type) {
+		case bool:
+			return v, true
+		case string:
+			b, err := strconv.ParseBool(v)
+			return b, err == nil
+		}
+	case kindInt:
+		switch v := v.(type) {
+		case int:
+			return int64(v), true
+		case int64:
+			return v, true
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	case kindDuration:
+		if s, ok := v.(string); ok {
+			d, err := time.ParseDuration(s)
+			return d, err == nil
+		}
+	}
+	return nil, false
+}
+
+// Setting is one scalar key that an environment variable can override.
+type Setting struct {
+	// Key is the dotted key path, e.g. "http.request_timeout".
+	Key string
+	// Default is the value used when neither file nor environment sets it,
+	// as it would be written in the file.
+	Default string
+	kind    kind
+	def     any
+}
+
+// Env is the variable that overrides the setting.
+func (s Setting) Env() string { return EnvName(s.Key) }
+
+// Settings lists every scalar setting in file order. Packs are overridden
+// by CAPGATE_PACKS_<NAME> in addition.
+var Settings = []Setting{
+	{Key: "enabled", Default: "false", kind: kindBool, def: false},
+	{Key: "listen", Default: "127.0.0.1:8080", kind: kindString, def: "127.0.0.1:8080"},
+	{Key: "data_dir", Default: "./data", kind: kindString, def: "./data"},
+	{Key: "default_scope", Default: "read", kind: kindString, def: "read"},
+	{Key: "default_role", Default: "", kind: kindString, def: ""},
+	{Key: "max_results", Default: "20", kind: kindInt, def: 20},
+	{Key: "llm_connection_slug", Default: "", kind: kindString, def: ""},
+	{Key: "events_buffer_size", Default: "1000", kind: kindInt, def: 1000},
+	{Key: "http.max_body_bytes", Default: "1048576", kind: kindInt, def: 1 << 20},
+	{Key: "http.request_timeout", Default: "30s", kind: kindDuration, def: "30s"},
+	{Key: "http.shutdown_timeout", Default: "15s", kind: kindDuration, def: "15s"},
+	{Key: "log.level", Default: "info", kind: kindString, def: "info"},
+	{Key: "log.format", Default: "text", kind: kindString, def: "text"},
+}
+
+var (
+	// packName excludes "-" so CAPGATE_PACKS_<NAME> maps back to one name.
+	packName   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	roleName   = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+	pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+	permission = regexp.MustCompile(`^(\*|[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*(\.\*)?)$`)
+	hexDigest  = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+)
+
+const maxBodyLimit = 64 << 20
+
+var (
+	topKeys    = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "llm_connection_slug", "events_buffer_size", "http", "log", "plugins"}
+	httpKeys   = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "allowed_origins"}
+	logKeys    = []string{"level", "format"}
+	tokenKeys  = []string{"token", "token_sha256", "role", "scope", "user_id"}
+	pluginKeys = []string{"name", "path", "sha256", "config"}
+)
+
+// source is where a setting's winning value came from.
+type source struct {
+	env  string
+	line int
+}
+
+type loader struct {
+	baseDir   string
+	lookupEnv func(string) (string, bool)
+	environ   func() []string
+	problems  []*Problem
+
+	// file holds the scalar settings found in the file, by dotted key, and
+	// lines where each was written.
+	file  map[string]any
+	lines map[string]int
+	v     *viper.Viper
+
+	// nodes is how many more values plugin config blocks may expand to;
+	// aliases of aliases can otherwise multiply a small file into billions.
+	nodes int
+}
+
+func (l *loader) addf(path string, line int, format string, args ...any) {
+	l.problems = append(l.problems, &Problem{Path: path, Line: line, Message: fmt.Sprintf(format, args...)})
+}
+
+func (l *loader) addAt(path string, src source, format string, args ...any) {
+	l.problems = append(l.problems, &Problem{Path: path, Line: src.line, Env: src.env, Message: fmt.Sprintf(format, args...)})
+}
+
+func parse(data []byte, baseDir, file string) (*Config, error) {
+	doc, err := decodeYAML(data)
+	if err != nil {
+		if file != "" {
+			return nil, fmt.Errorf("config %s: %w", file, err)
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	l := &loader{
+		baseDir:   baseDir,
+		lookupEnv: os.LookupEnv,
+		environ:   os.Environ,
+		file:      map[string]any{},
+		lines:     map[string]int{},
+		nodes:     maxFreeformNodes,
+	}
+	cfg := l.load(doc)
+	if len(l.problems) > 0 {
+		// File order reads best; problems with no line (environment) last.
+		slices.SortStableFunc(l.problems, func(a, b *Problem) int {
+			return cmp.Compare(lineOrder(a), lineOrder(b))
+		})
+		return nil, &Error{File: file, Problems: l.problems}
+	}
+	cfg.File = file
+	return cfg, nil
+}
+
+func lineOrder(p *Problem) int {
+	if p.Line == 0 {
+		return math.MaxInt
+	}
+	return p.Line
+}
+
+func (l *loader) load(doc *yaml.Node) *Config {
+	sections := map[string]*yaml.Node{}
+	if doc != nil && len(doc.Content) > 0 {
+		root := resolve(doc.Content[0])
+		switch {
+		case isNull(root):
+		case root.Kind != yaml.MappingNode:
+			l.addf("(top level)", root.Line, "must be a mapping of settings, got %s", describe(root))
+		default:
+			for _, p := range l.pairs("", root, 0) {
+				if strings.HasPrefix(p.key, "x-") {
+					continue // an extension block, a place to define YAML anchors
+				}
+				if !slices.Contains(topKeys, p.key) {
+					l.unknown(p, topKeys)
+					continue
+				}
+				sections[p.key] = p.val
+			}
+		}
+	}
+
+	for _, s := range Settings {
+		if !strings.Contains(s.Key, ".") {
+			if n, ok := sections[s.Key]; ok {
+				l.fileScalar(s, n)
+			}
+		}
+	}
+	var origins []string
+	if pairs, _ := l.mapping("http", sections["http"]); pairs != nil {
+		for _, p := range pairs {
+			switch p.key {
+			case "allowed_origins":
+				origins = l.origins(p.path, p.val)
+			case "max_body_bytes", "request_timeout", "shutdown_timeout":
+				l.fileScalar(settingFor("http."+p.key), p.val)
+			default:
+				l.unknown(p, httpKeys)
+			}
+		}
+	}
+	if pairs, _ := l.mapping("log", sections["log"]); pairs != nil {
+		for _, p := range pairs {
+			if !slices.Contains(logKeys, p.key) {
+				l.unknown(p, logKeys)
+				continue
+			}
+			l.fileScalar(settingFor("log."+p.key), p.val)
+		}
+	}
+	packNames := l.filePacks(sections["packs"])
+	roles := l.roles(sections["roles"])
+
+	l.layer(packNames)
+	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}}
+	l.resolveSettings(cfg)
+	cfg.Packs = map[string]bool{}
+	for _, name := range packNames {
+		key := "packs." + name
+		if v, ok := l.setting(key, kindBool); ok {
+			cfg.Packs[name] = v.(bool)
+		}
+	}
+	cfg.Tokens = l.tokens(sections["tokens"], cfg)
+	cfg.Plugins = l.plugins(sections["plugins"])
+	return cfg
+}
+
+func settingFor(key string) Setting {
+	for _, s := range Settings {
+		if s.Key == key {
+			return s
+		}
+	}
+	panic("config: no setting " + key)
+}
+
+// fileScalar records a scalar setting's file value for the viper layer.
+func (l *loader) fileScalar(s Setting, n *yaml.Node) {
+	n = resolve(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.ScalarNode {
+		l.addf(s.Key, n.Line, "must be %s, got %s", s.kind.want(), describe(n))
+		return
+	}
+	v, ok := l.scalarValue(s.Key, n)
+	if !ok {
+		return
+	}
+	l.file[s.Key] = v
+	l.lines[s.Key] = n.Line
+}
+
+// filePacks records the packs set in the file and returns every pack name
+// known: built-in, from the file, and from CAPGATE_PACKS_* variables.
+func (l *loader) filePacks(n *yaml.Node) []string {
+	names := slices.Clone(BuiltinPacks)
+	pairs, _ := l.mapping("packs", n)
+	for _, p := range pairs {
+		if !packName.MatchString(p.key) {
+			l.addf(p.path, p.keyNode.Line, "pack name must match [a-z][a-z0-9_]*")
+			continue
+		}
+		val := resolve(p.val)
+		if !isNull(val) && val.Kind != yaml.ScalarNode {
+			l.addf(p.path, val.Line, "must be true or false, got %s", describe(val))
+		} else if !isNull(val) {
+			if v, ok := l.scalarValue(p.path, val); ok {
+				l.file["packs."+p.key] = v
+				l.lines["packs."+p.key] = val.Line
+			}
+		}
+		if !slices.Contains(names, p.key) {
+			names = append(names, p.key)
+		}
+	}
+	prefix := EnvPrefix + "PACKS_"
+	for _, kv := range l.environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, prefix) || len(k) == len(prefix) {
+			continue
+		}
+		name := strings.ToLower(k[len(prefix):])
+		if k != EnvName("packs."+name) {
+			// Only the upper-case spelling is bound, so a lower-case one
+			// would be silently ignored.
+			l.addAt("packs."+name, source{env: k}, "write the variable in upper case, as %s", EnvName("packs."+name))
+			continue
+		}
+		if !packName.MatchString(name) {
+			l.addAt("packs."+name, source{env: k}, "pack name must match [a-z][a-z0-9_]*")
+			continue
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// layer stacks defaults, file values and environment variables in viper.
+func (l *loader) layer(packNames []string) {
+	v := viper.New()
+	for _, s := range Settings {
+		v.SetDefault(s.Key, s.def)
+		_ = v.BindEnv(s.Key, s.Env()) // only fails without a key
+	}
+	for _, name := range packNames {
+		key := "packs." + name
+		v.SetDefault(key, false)
+		_ = v.BindEnv(key, EnvName(key))
+	}
+	nested := map[string]any{}
+	for key, val := range l.file {
+		m := nested
+		parts := strings.Split(key, ".")
+		for _, part := range parts[:len(parts)-1] {
+			sub, ok := m[part].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+				m[part] = sub
+			}
+			m = sub
+		}
+		m[parts[len(parts)-1]] = val
+	}
+	_ = v.MergeConfigMap(nested) // never fails
+	l.v = v
+}
+
+// source says where key's winning value came from; it mirrors viper's
+// precedence, which skips empty variables.
+func (l *loader) source(key string) source {
+	env := EnvName(key)
+	if val, ok := l.lookupEnv(env); ok && val != "" {
+		return source{env: env}
+	}
+	return source{line: l.lines[key]}
+}
+
+// setting returns key's winning value converted to k, reporting a problem
+// when it does not convert.
+func (l *loader) setting(key string, k kind) (any, bool) {
+	raw := l.v.Get(key)
+	v, ok := k.convert(raw)
+	if !ok {
+		l.addAt(key, l.source(key), "must be %s, got %s", k.want(), describeValue(raw))
+	}
+	return v, ok
+}
+
+func (l *loader) resolveSettings(cfg *Config) {
+	get := func(key string) (any, source, bool) {
+		v, ok := l.setting(key, settingFor(key).kind)
+		return v, l.source(key), ok
+	}
+	if v, _, ok := get("enabled"); ok {
+		cfg.Enabled = v.(bool)
+	}
+	if v, src, ok := get("listen"); ok {
+		cfg.Listen = v.(string)
+		if msg := checkListen(cfg.Listen); msg != "" {
+			l.addAt("listen", src, "%s", msg)
+		}
+	}
+	if v, src, ok := get("data_dir"); ok {
+		if cfg.DataDir = v.(string); cfg.DataDir == "" {
+			l.addAt("data_dir", src, "must not be empty")
+		}
+	}
+	cfg.DefaultScope = dispatch.ScopeRead
+	if v, src, ok := get("default_scope"); ok {
+		if s := dispatch.Scope(v.(string)); s.Valid() {
+			cfg.DefaultScope = s
+		} else {
+			l.addAt("default_scope", src, "must be one of read, action, admin, got %q", s)
+		}
+	}
+	if v, src, ok := get("default_role"); ok {
+		cfg.DefaultRole = v.(string)
+		if cfg.DefaultRole != "" {
+			if _, defined := cfg.Roles[cfg.DefaultRole]; !defined {
+				l.addAt("default_role", src, "%s", undefinedRole(cfg.DefaultRole, cfg.Roles))
+			}
+		}
+	}
+	intIn := func(key string, lo, hi int64) int64 {
+		v, src, ok := get(key)
+		if !ok {
+			return 0
+		}
+		n := v.(int64)
+		if n < lo || n > hi {
+			l.addAt(key, src, "must be between %d and %d, got %d", lo, hi, n)
+		}
+		return n
+	}
+	cfg.MaxResults = int(intIn("max_results", 1, 1000))
+	cfg.EventsBufferSize = int(intIn("events_buffer_size", 1, 1_000_000))
+	cfg.HTTP.MaxBodyBytes = intIn("http.max_body_bytes", 1, maxBodyLimit)
+	if v, _, ok := get("llm_connection_slug"); ok {
+		cfg.LLMConnectionSlug = v.(string)
+	}
+	positive := func(key string) time.Duration {
+		v, src, ok := get(key)
+		if !ok {
+			return 0
+		}
+		d := v.(time.Duration)
+		if d <= 0 {
+			l.addAt(key, src, "must be greater than zero, got %s", d)
+		}
+		return d
+	}
+	cfg.HTTP.RequestTimeout = positive("http.request_timeout")
+	cfg.HTTP.ShutdownTimeout = positive("http.shutdown_timeout")
+	if v, src, ok := get("log.level"); ok {
+		switch strings.ToLower(v.(string)) {
+		case "debug":
+			cfg.Log.Level = slog.LevelDebug
+		case "info":
+			cfg.Log.Level = slog.LevelInfo
+		case "warn":
+			cfg.Log.Level = slog.LevelWarn
+		case "error":
+			cfg.Log.Level = slog.LevelError
+		default:
+			l.addAt("log.level", src, "must be one of debug, info, warn, error, got %q", v)
+		}
+	}
+	if v, src, ok := get("log.format"); ok {
+		switch f := strings.ToLower(v.(string)); f {
+		case "text", "json":
+			cfg.Log.Format = f
+		default:
+			l.addAt("log.format", src, "must be text or json, got %q", v)
+		}
+	}
+}
+
+func checkListen(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("must be host:port such as 127.0.0.1:8080, got %q", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > math.MaxUint16 {
+		return fmt.Sprintf("port must be a number from 0 to 65535, got %q", port)
+	}
+	return ""
+}
+
+func undefinedRole(role string, roles map[string][]string) string {
+	if len(roles) == 0 {
+		return fmt.Sprintf("role %q is not defined under roles (no roles are defined)", role)
+	}
+	names := make([]string, 0, len(roles))
+	for r := range roles {
+		names = append(names, r)
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("role %q is not defined under roles (defined: %s)", role, strings.Join(names, ", "))
+}
+
+func (l *loader) roles(n *yaml.Node) map[string][]string {
+	roles := map[string][]string{}
+	pairs, _ := l.mapping("roles", n)
+	for _, p := range pairs {
+		if !roleName.MatchString(p.key) {
+			l.addf(p.path, p.keyNode.Line, "role name must match [a-z][a-z0-9_-]*")
+			continue
+		}
+		items, ok := l.sequence(p.path, p.val)
+		if !ok {
+			continue
+		}
+		perms := []string{}
+		for i, item := range items {
+			path := index(p.path, i)
+			s, ok := l.str(path, item)
+			if !ok {
+				continue
+			}
+			if !permission.MatchString(s) {
+				l.addf(path, item.Line, `must be a permission such as "booking.read", "booking.*" or "*", got %q`, s)
+				continue
+			}
+			perms = append(perms, s)
+		}
+		roles[p.key] = perms
+	}
+	return roles
+}
+
+// origins validates allowed_origins and normalizes each entry to the form
+// browsers send in the Origin header, so the server can compare exactly.
+func (l *loader) origins(path string, n *yaml.Node) []string {
+	items, _ := l.sequence(path, n)
+	var out []string
+	for i, item := range items {
+		p := index(path, i)
+		s, ok := l.str(p, item)
+		if !ok {
+			continue
+		}
+		o, err := normalizeOrigin(s)
+		if err != nil {
+			l.addf(p, item.Line, "%v", err)
+			continue
+		}
+		if !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func normalizeOrigin(s string) (string, error) {
+	bad := fmt.Errorf("must be an origin such as https://app.example.com or http://localhost:3000, got %q", s)
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || (u.Path != "" && u.Path != "/") {
+		return "", bad
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		return "", bad
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if host == "" {
+		return "", bad
+	}
+	if port != "" {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return "", bad
+		}
+	}
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host, nil
+}
+
+func (l *loader) tokens(n *yaml.Node, cfg *Config) []Token {
+	items, _ := l.sequence("tokens", n)
+	out := make([]Token, 0, len(items))
+	first := map[[32]byte]int{}
+	for i, item := range items {
+		path := index("tokens", i)
+		t := Token{Index: i, Role: cfg.DefaultRole, Scope: cfg.DefaultScope}
+		var ok bool
+		switch {
+		case item.Kind == yaml.ScalarNode && !isNull(item):
+			ok = l.plainToken(path, item, &t)
+		case item.Kind == yaml.MappingNode:
+			ok = l.tokenObject(path, item, cfg, &t)
+		default:
+			l.addf(path, item.Line, "must be a token or a mapping with token or token_sha256, got %s", describe(item))
+		}
+		if !ok {
+			continue
+		}
+		if j, dup := first[t.SHA256]; dup {
+			l.addf(path, item.Line, "same token as tokens[%d]; each token must be distinct", j)
+			continue
+		}
+		first[t.SHA256] = i
+		out = append(out, t)
+	}
+	return out
+}
+
+// plainToken hashes a token written in the clear. The message never
+// includes the token.
+func (l *loader) plainToken(path string, n *yaml.Node, t *Token) bool {
+	raw, ok := l.text(path, n)
+	if !ok {
+		return false
+	}
+	if err := CheckToken(raw); err != nil {
+		l.addf(path, n.Line, "%v", err)
+		return false
+	}
+	t.SHA256 = sha256.Sum256([]byte(raw))
+	return true
+}
+
+func (l *loader) tokenObject(path string, n *yaml.Node, cfg *Config, t *Token) bool {
+	ok := true
+	var plain, hashed *yaml.Node
+	for _, p := range l.pairs(path, n, 0) {
+		val := resolve(p.val)
+		switch p.key {
+		case "token":
+			plain = val
+		case "token_sha256":
+			hashed = val
+		case "role":
+			if isNull(val) {
+				continue
+			}
+			role, rok := l.str(p.path, val)
+			if !rok {
+				ok = false
+			} else if role != "" {
+				if _, defined := cfg.Roles[role]; !defined {
+					l.addf(p.path, val.Line, "%s", undefinedRole(role, cfg.Roles))
+					ok = false
+				}
+				t.Role = role
+			}
+		case "scope":
+			if isNull(val) {
+				continue
+			}
+			s, sok := l.str(p.path, val)
+			switch {
+			case !sok:
+				ok = false
+			case !dispatch.Scope(s).Valid():
+				l.addf(p.path, val.Line, "must be one of read, action, admin, got %q", s)
+				ok = false
+			default:
+				t.Scope = dispatch.Scope(s)
+			}
+		case "user_id":
+			if isNull(val) {
+				continue
+			}
+			u, uok := l.text(p.path, val)
+			ok = ok && uok
+			t.UserID = u
+		default:
+			l.unknown(p, tokenKeys)
+			ok = false
+		}
+	}
+	switch {
+	case plain != nil && hashed != nil:
+		l.addf(path, n.Line, "set exactly one of token and token_sha256, not both")
+		return false
+	case plain != nil:
+		return l.plainToken(child(path, "token"), plain, t) && ok
+	case hashed != nil:
+		p := child(path, "token_sha256")
+		s, sok := l.str(p, hashed)
+		if !sok {
+			return false
+		}
+		if !hexDigest.MatchString(s) {
+			l.addf(p, hashed.Line, "must be 64 hexadecimal characters (a SHA-256 digest)")
+			return false
+		}
+		_, _ = hex.Decode(t.SHA256[:], []byte(strings.ToLower(s))) // checked above
+		return ok
+	default:
+		l.addf(path, n.Line, "set exactly one of token and token_sha256")
+		return false
+	}
+}
+
+func (l *loader) plugins(n *yaml.Node) []Plugin {
+	items, _ := l.sequence("plugins", n)
+	var out []Plugin
+	first := map[string]int{}
+	for i, item := range items {
+		path := index("plugins", i)
+		if item.Kind != yaml.MappingNode {
+			l.addf(path, item.Line, "must be a mapping with name and path, got %s", describe(item))
+			continue
+		}
+		var pl Plugin
+		ok, hasName, hasPath := true, false, false
+		for _, p := range l.pairs(path, item, 0) {
+			val := resolve(p.val)
+			switch p.key {
+			case "name":
+				s, sok := l.str(p.path, val)
+				switch {
+				case !sok:
+					ok = false
+				case !pluginName.MatchString(s):
+					l.addf(p.path, val.Line, "must match [a-z][a-z0-9_-]*, got %q", s)
+					ok = false
+				default:
+					if j, dup := first[s]; dup {
+						l.addf(p.path, val.Line, "duplicate plugin name %q (also plugins[%d])", s, j)
+						ok = false
+					} else {
+						first[s] = i
+					}
+				}
+				pl.Name, hasName = s, true
+			case "path":
+				s, sok := l.str(p.path, val)
+				switch {
+				case !sok:
+					ok = false
+				case s == "":
+					l.addf(p.path, val.Line, "must not be empty")
+					ok = false
+				default:
+					if !filepath.IsAbs(s) && l.baseDir != "" {
+						s = filepath.Join(l.baseDir, s)
+					}
+					pl.Path = filepath.Clean(s)
+				}
+				hasPath = true
+			case "sha256":
+				if isNull(val) {
+					continue
+				}
+				s, sok := l.str(p.path, val)
+				switch {
+				case !sok:
+					ok = false
+				case !hexDigest.MatchString(s):
+					l.addf(p.path, val.Line, "must be 64 hexadecimal characters (a SHA-256 digest)")
+					ok = false
+				default:
+					pl.SHA256 = strings.ToLower(s)
+				}
+			case "config":
+				if isNull(val) {
+					continue
+				}
+				if val.Kind != yaml.MappingNode {
+					l.addf(p.path, val.Line, "must be a mapping, got %s", describe(val))
+					ok = false
+					continue
+				}
+				v, fok := l.freeform(p.path, val, 0)
+				if !fok {
+					ok = false
+					continue
+				}
+				pl.Config = v.(map[string]any)
+				// Checked here so ConfigJSON cannot fail at start-up.
+				if _, err := json.Marshal(pl.Config); err != nil {
+					l.addf(p.path, val.Line, "cannot be encoded as JSON: %v", err)
+					ok = false
+				}
+			default:
+				l.unknown(p, pluginKeys)
+				ok = false
+			}
+		}
+		if !hasName {
+			l.addf(child(path, "name"), item.Line, "required")
+			ok = false
+		}
+		if !hasPath {
+			l.addf(child(path, "path"), item.Line, "required")
+			ok = false
+		}
+		if ok {
+			out = append(out, pl)
+		}
+	}
+	return out
+}
