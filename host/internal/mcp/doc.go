@@ -1,0 +1,31 @@
+// Package mcp is the Model Context Protocol wire adapter: the only code in
+// the host that knows MCP or JSON-RPC.
+//
+// It serves the Streamable HTTP transport statelessly — no session is ever
+// issued or required — for protocol versions 2026-07-28, 2025-11-25,
+// 2025-06-18 and 2025-03-26, answering every request with application/json.
+// A request's version is its MCP-Protocol-Version header (absent means
+// 2025-03-26). The 2026-07-28 revision has no initialize handshake: each
+// request carries its version and client capabilities in params._meta, the
+// method and tool name are mirrored in the Mcp-Method and Mcp-Name headers,
+// and server/discover replaces initialize; older revisions keep initialize
+// and ping, and 2025-03-26 alone accepts JSON-RPC batches.
+//
+// The adapter decides nothing about authorization. tools/list shows exactly
+// Dispatcher.Visible and tools/call goes to Dispatcher.Invoke; the adapter
+// only translates the outcome:
+//
+//   - a *dispatch.Refusal becomes JSON-RPC error -32003 whose data names the
+//     gate step, the reason and the capability;
+//   - a *dispatch.ToolError becomes a tool result with isError set;
+//   - an unknown capability becomes -32602 (invalid params);
+//   - any other failure becomes an isError result carrying a correlation id
+//     that is also logged, never the cause itself;
+//   - success returns the plugin's JSON as structuredContent (where the
+//     version has it) and as a text block for older clients.
+//
+// The request path avoids reflection: a validating scanner finds the
+// envelope's fields as sub-slices of a pooled body buffer, tool definitions
+// are rendered once at start-up, and responses are appended into pooled
+// buffers.
+package mcp

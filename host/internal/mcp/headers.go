@@ -1,0 +1,180 @@
+package mcp
+
+import (
+	"encoding/base64"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Canonical header keys, indexed directly into http.Header to skip the
+// canonicalisation Get does on every call.
+const (
+	hdrAccept          = "Accept"
+	hdrContentType     = "Content-Type"
+	hdrOrigin          = "Origin"
+	hdrProtocolVersion = "Mcp-Protocol-Version"
+	hdrMethod          = "Mcp-Method"
+	hdrName            = "Mcp-Name"
+)
+
+func header(h http.Header, key string) (string, bool) {
+	v := h[key]
+	if len(v) == 0 {
+		return "", false
+	}
+	return v[0], true
+}
+
+// mediaTypeIs reports whether the media range s (parameters allowed) names
+// want, case-insensitively.
+func mediaTypeIs(s, want string) bool {
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(s), want)
+}
+
+// accepts reports what the Accept header values allow: application/json
+// and text/event-stream, counting wildcards and honouring q=0 (which means
+// "not acceptable"). No Accept header at all means anything is acceptable
+// (RFC 9110 §12.5.1).
+func accepts(values []string) (jsonOK, sseOK bool) {
+	if len(values) == 0 {
+		return true, true
+	}
+	for _, v := range values {
+		for v != "" {
+			var item string
+			item, v, _ = strings.Cut(v, ",")
+			typ, params, _ := strings.Cut(item, ";")
+			if refused(params) {
+				continue
+			}
+			switch strings.ToLower(strings.TrimSpace(typ)) {
+			case "*/*":
+				jsonOK, sseOK = true, true
+			case "application/*", "application/json":
+				jsonOK = true
+			case "text/*", "text/event-stream":
+				sseOK = true
+			}
+		}
+	}
+	return jsonOK, sseOK
+}
+
+// refused reports a media-range parameter list carrying q=0.
+func refused(params string) bool {
+	for params != "" {
+		var p string
+		p, params, _ = strings.Cut(params, ";")
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "q") {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if v == "" || v[0] != '0' {
+			return false
+		}
+		return strings.Trim(v[1:], ".0") == ""
+	}
+	return false
+}
+
+// originPolicy decides which browser origins may call the endpoint. It is
+// the DNS-rebinding defence: a page that had a hostile name re-pointed at
+// this server still sends its own Origin, which is refused.
+type originPolicy struct {
+	any     bool
+	allowed map[string]bool
+}
+
+func newOriginPolicy(list []string) originPolicy {
+	p := originPolicy{allowed: map[string]bool{}}
+	for _, o := range list {
+		o = strings.ToLower(strings.TrimRight(strings.TrimSpace(o), "/"))
+		if o == "*" {
+			p.any = true
+		} else if o != "" {
+			p.allowed[o] = true
+		}
+	}
+	return p
+}
+
+// allows reports whether a request carrying Origin origin to Host host may
+// proceed. Allowed are: origins listed by the operator; loopback origins
+// (a page served from the user's own machine); and an origin naming exactly
+// the host the request was sent to when that host is an IP literal.
+//
+// A same-host match by *name* is deliberately not enough: under DNS
+// rebinding the attacker's page and its request share the attacker's name,
+// so Origin and Host agree. Only names DNS cannot re-point count, and any
+// named deployment that serves a browser client lists its origin.
+func (p originPolicy) allows(origin, host string) bool {
+	if p.any {
+		return true
+	}
+	o := strings.ToLower(strings.TrimRight(origin, "/"))
+	if p.allowed[o] {
+		return true
+	}
+	scheme, rest, ok := strings.Cut(o, "://")
+	if !ok || (scheme != "http" && scheme != "https") || rest == "" || strings.ContainsAny(rest, "/?#@") {
+		return false
+	}
+	oh := hostOnly(rest)
+	if isLoopback(oh) {
+		return true
+	}
+	if net.ParseIP(oh) == nil {
+		return false
+	}
+	return strings.EqualFold(withDefaultPort(rest, scheme), withDefaultPort(host, scheme))
+}
+
+// hostOnly strips the port and IPv6 brackets from host[:port].
+func hostOnly(hp string) string {
+	if h, _, err := net.SplitHostPort(hp); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]")
+}
+
+func withDefaultPort(hp, scheme string) string {
+	if _, _, err := net.SplitHostPort(hp); err == nil {
+		return hp
+	}
+	if scheme == "https" {
+		return hp + ":443"
+	}
+	return hp + ":80"
+}
+
+func isLoopback(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// decodeHeaderValue undoes the "=?base64?...?=" sentinel a client uses for
+// header values that are not plain ASCII (2026-07-28 Streamable HTTP, value
+// encoding). Other values are returned as they are.
+func decodeHeaderValue(v string) (string, bool) {
+	inner, ok := strings.CutPrefix(v, "=?base64?")
+	if !ok {
+		return v, true
+	}
+	inner, ok = strings.CutSuffix(inner, "?=")
+	if !ok {
+		return v, true
+	}
+	raw, err := base64.StdEncoding.DecodeString(inner)
+	if err != nil {
+		return "", false
+	}
+	return string(raw), true
+}

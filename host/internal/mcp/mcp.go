@@ -1,0 +1,242 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/registry"
+)
+
+// ServerName is the serverInfo name the adapter reports.
+const ServerName = "capgate"
+
+// DefaultMaxBodyBytes bounds a request body when Options leaves it unset.
+const DefaultMaxBodyBytes = 1 << 20
+
+// maxBatch bounds the messages of one 2025-03-26 batch, so a single body
+// cannot fan out into an unbounded number of gate calls.
+const maxBatch = 100
+
+// Options configures a Handler.
+type Options struct {
+	// Version is the build version reported as serverInfo.version.
+	Version string
+	// Instructions, when set, is returned by initialize and server/discover
+	// as guidance for the model.
+	Instructions string
+	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// AllowedOrigins lists browser origins ("https://app.example.com") that
+	// may call the endpoint besides loopback ones; "*" allows every origin.
+	AllowedOrigins []string
+	// ListTTL is the freshness hint (ttlMs) on 2026-07-28 list results. The
+	// tool list only changes when the host restarts with a new policy, but
+	// the default of zero never lets a client hold a stale list.
+	ListTTL time.Duration
+	// Logger receives internal failures and refusals; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves MCP over Streamable HTTP, statelessly, for principals the
+// caller has already authenticated. It is safe for concurrent use.
+type Handler struct {
+	d       *dispatch.Dispatcher
+	reg     *registry.Registry
+	tools   map[*registry.Entry]toolJSON
+	origins originPolicy
+	maxBody int64
+	log     *slog.Logger
+
+	serverInfo   []byte // {"name":...,"version":...}
+	capabilities []byte // the server capabilities object
+	instructions []byte // ,"instructions":"..." or empty
+	// modernTail closes every 2026-07-28 result: resultType and the
+	// serverInfo the revision asks each result to carry in _meta.
+	modernTail []byte
+	// cacheTail is the CacheableResult fields of 2026-07-28 list results.
+	cacheTail []byte
+}
+
+// New returns a Handler projecting d's registry. Tool definitions are
+// rendered here, once, so listing them costs no encoding per request; the
+// registry is complete before the host serves, so nothing is missed.
+func New(d *dispatch.Dispatcher, opts Options) *Handler {
+	if d == nil {
+		panic("mcp.New: nil dispatcher")
+	}
+	h := &Handler{
+		d:       d,
+		reg:     d.Registry(),
+		tools:   map[*registry.Entry]toolJSON{},
+		origins: newOriginPolicy(opts.AllowedOrigins),
+		maxBody: opts.MaxBodyBytes,
+		log:     opts.Logger,
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	for _, e := range h.reg.All() {
+		h.tools[e] = renderTool(e)
+	}
+	h.serverInfo = appendString([]byte(`{"name":"`+ServerName+`","version":`), opts.Version)
+	h.serverInfo = append(h.serverInfo, '}')
+	h.capabilities = []byte(`{"tools":{"listChanged":false},"resources":{"subscribe":false,"listChanged":false}}`)
+	if opts.Instructions != "" {
+		h.instructions = appendString([]byte(`,"instructions":`), opts.Instructions)
+	}
+	h.modernTail = append([]byte(`,"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":`), h.serverInfo...)
+	h.modernTail = append(h.modernTail, '}')
+	h.cacheTail = strconv.AppendInt([]byte(`,"ttlMs":`), opts.ListTTL.Milliseconds(), 10)
+	// Lists differ per token, so no shared cache may keep them.
+	h.cacheTail = append(h.cacheTail, `,"cacheScope":"private"`...)
+	return h
+}
+
+var (
+	jsonContentType = []string{"application/json"}
+	allowPost       = []string{http.MethodPost}
+)
+
+// buffers pools request and response byte slices; a tools/call then
+// allocates nothing for its envelope.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooled keeps one oversized request from pinning its buffer forever.
+const maxPooled = 64 << 10
+
+func getBuf() *[]byte { return buffers.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) > maxPooled {
+		return
+	}
+	*b = (*b)[:0]
+	buffers.Put(b)
+}
+
+// Serve answers one HTTP request to the MCP endpoint for principal p. The
+// transport checks come first, in the order the transport specification
+// lists them; the JSON-RPC body is only read once they pass.
+func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p dispatch.Principal) {
+	if origin, ok := header(r.Header, hdrOrigin); ok && !h.origins.allows(origin, r.Host) {
+		h.transportError(w, http.StatusForbidden, codeInvalidRequest, "forbidden: origin "+strconv.Quote(origin)+" may not call this server")
+		return
+	}
+	if r.Method != http.MethodPost {
+		// Stateless: there is no GET stream to open and no session to
+		// DELETE.
+		w.Header()["Allow"] = allowPost
+		h.transportError(w, http.StatusMethodNotAllowed, codeInvalidRequest, "method not allowed: the MCP endpoint takes POST only")
+		return
+	}
+	if ct, _ := header(r.Header, hdrContentType); !mediaTypeIs(ct, "application/json") {
+		h.transportError(w, http.StatusUnsupportedMediaType, codeInvalidRequest, "unsupported media type: Content-Type must be application/json")
+		return
+	}
+	jsonOK, sseOK := accepts(r.Header[hdrAccept])
+	if !jsonOK {
+		h.transportError(w, http.StatusNotAcceptable, codeInvalidRequest, "not acceptable: responses are application/json")
+		return
+	}
+	if !sseOK {
+		h.transportError(w, http.StatusBadRequest, codeInvalidRequest, "bad request: Accept must list both application/json and text/event-stream")
+		return
+	}
+
+	in := getBuf()
+	defer putBuf(in)
+	body, status, msg := h.readBody(r, *in)
+	*in = body[:0]
+	if status != 0 {
+		h.transportError(w, status, codeInvalidRequest, msg)
+		return
+	}
+	out := getBuf()
+	defer putBuf(out)
+	c := call{h: h, ctx: r.Context(), r: r, p: p}
+	status, *out = c.handleBody(body, (*out)[:0])
+	writeResponse(w, status, *out)
+}
+
+// readBody reads the whole body, up to the limit, into buf. A non-zero
+// status reports why it could not.
+func (h *Handler) readBody(r *http.Request, buf []byte) ([]byte, int, string) {
+	tooLarge := "request entity too large: the body exceeds " + strconv.FormatInt(h.maxBody, 10) + " bytes"
+	if r.ContentLength > h.maxBody {
+		return buf, http.StatusRequestEntityTooLarge, tooLarge
+	}
+	if r.Body == nil {
+		return buf, 0, ""
+	}
+	if want := r.ContentLength + 1; want > int64(cap(buf)) {
+		buf = make([]byte, 0, want)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > h.maxBody {
+			return buf, http.StatusRequestEntityTooLarge, tooLarge
+		}
+		if err == io.EOF {
+			return buf, 0, ""
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			var ne net.Error
+			switch {
+			case errors.As(err, &mbe):
+				return buf, http.StatusRequestEntityTooLarge, tooLarge
+			case errors.As(err, &ne) && ne.Timeout():
+				return buf, http.StatusRequestTimeout, "request timeout: the body did not arrive in time"
+			}
+			return buf, http.StatusBadRequest, "bad request: the body could not be read"
+		}
+	}
+}
+
+// transportError answers a request refused before its JSON-RPC body was
+// read: the error response has no id, as none could be known.
+func (h *Handler) transportError(w http.ResponseWriter, status, code int, msg string) {
+	out := getBuf()
+	defer putBuf(out)
+	*out = appendError((*out)[:0], nil, code, msg)
+	writeResponse(w, status, *out)
+}
+
+// writeResponse writes a JSON body, or only the status when body is empty
+// (202 Accepted for notifications).
+func writeResponse(w http.ResponseWriter, status int, body []byte) {
+	if len(body) == 0 {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header()[hdrContentType] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // a failed write means the client left; nothing to tell it
+}
+
+// call is the state of one HTTP request.
+type call struct {
+	h   *Handler
+	ctx context.Context
+	r   *http.Request
+	p   dispatch.Principal
+	ver version
+	// header is the MCP-Protocol-Version header as sent.
+	header string
+}

@@ -1,0 +1,240 @@
+// Package mcptest is a small in-memory platform for tests of the MCP wire
+// adapter and the HTTP server around it.
+//
+// It builds a real registry, a real dispatcher and a real dispatch.Provider
+// (bookings kept in a map), so tests drive the same gate production does and
+// only the plugin process is replaced by code in this package.
+package mcptest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/registry"
+)
+
+// Capability names the platform registers.
+const (
+	Search      = "platform.search"
+	BookingGet  = "booking.get"
+	Cancel      = "booking.cancel"
+	Rename      = "booking.rename"
+	Slow        = "platform.slow"
+	Broken      = "platform.broken"
+	Panicking   = "platform.panic"
+	ListNumbers = "platform.numbers"
+	LLMAsk      = "llm.ask"
+)
+
+// Principals the tests use. Each one reaches a different step of the gate.
+var (
+	// Admin may do everything and bypasses ownership.
+	Admin = dispatch.Principal{Role: "admin", Scope: dispatch.ScopeAdmin, UserID: "u-admin"}
+	// Alice is a customer with an action token; she owns booking b-1.
+	Alice = dispatch.Principal{Role: "customer", Scope: dispatch.ScopeAction, UserID: "u-alice"}
+	// Bob is a customer with an action token; he owns booking b-2.
+	Bob = dispatch.Principal{Role: "customer", Scope: dispatch.ScopeAction, UserID: "u-bob"}
+	// Reader has a read token bound to Alice.
+	Reader = dispatch.Principal{Role: "customer", Scope: dispatch.ScopeRead, UserID: "u-alice"}
+	// Anonymous is an action token bound to nobody.
+	Anonymous = dispatch.Principal{Role: "customer", Scope: dispatch.ScopeAction}
+	// Guest has a role that holds no permission.
+	Guest = dispatch.Principal{Role: "guest", Scope: dispatch.ScopeAction, UserID: "u-guest"}
+)
+
+// Platform is the in-memory provider plus the dispatcher gating it.
+type Platform struct {
+	Registry   *registry.Registry
+	Dispatcher *dispatch.Dispatcher
+
+	mu       sync.Mutex
+	bookings map[string]*booking
+	// SlowRelease, when non-nil, is what platform.slow waits on besides its
+	// context, so a test can hold a call in flight.
+	SlowRelease chan struct{}
+	// SlowStarted, when non-nil, receives once per platform.slow call as it
+	// starts waiting.
+	SlowStarted chan struct{}
+}
+
+type booking struct {
+	ID        string `json:"id"`
+	Owner     string `json:"owner"`
+	Title     string `json:"title"`
+	Cancelled bool   `json:"cancelled"`
+}
+
+var objectSchema = json.RawMessage(`{"type":"object"}`)
+
+// New builds the platform. The llm pack is registered but disabled, so
+// llm.ask is refused at the pack step.
+func New() *Platform {
+	reg := registry.New([]string{"search", "booking", "llm", "diag"})
+	caps := []registry.Capability{
+		{
+			Name: Search, Description: "Search the catalogue.", Kind: registry.Read,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","minLength":1}},"required":["query"],"additionalProperties":false}`),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"hits":{"type":"array"}},
+				"required":["hits"]}`),
+			Pack: "search", Permission: "search.read", Plugin: "core",
+		},
+		{
+			Name: BookingGet, Description: "Read one booking.", Kind: registry.Read,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
+			Pack:        "booking", Permission: "booking.read", OwnerGuarded: true, Plugin: "core",
+		},
+		{
+			Name: Cancel, Description: "Cancel a booking. \"Cannot\" be undone.", Kind: registry.Action,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
+			Pack:        "booking", Permission: "booking.cancel", OwnerGuarded: true, Destructive: true, Plugin: "core",
+		},
+		{
+			Name: Rename, Description: "Rename a booking.", Kind: registry.Action,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"}},"required":["id","title"]}`),
+			Pack:        "booking", Permission: "booking.write", OwnerGuarded: true, Plugin: "core",
+		},
+		{Name: Slow, Description: "Wait until released or cancelled.", Kind: registry.Read, InputSchema: objectSchema, Pack: "diag", Permission: "diag.run", Plugin: "core"},
+		{Name: Broken, Description: "Fail with an internal error.", Kind: registry.Read, InputSchema: objectSchema, Pack: "diag", Permission: "diag.run", Plugin: "core"},
+		{Name: Panicking, Description: "Panic inside the provider.", Kind: registry.Read, InputSchema: objectSchema, Pack: "diag", Permission: "diag.run", Plugin: "core"},
+		{Name: ListNumbers, Description: "Return a JSON array, not an object.", Kind: registry.Read, InputSchema: objectSchema, Pack: "diag", Permission: "diag.run", Plugin: "core"},
+		{Name: LLMAsk, Description: "Ask the configured model.", Kind: registry.Read, InputSchema: objectSchema, Pack: "llm", Permission: "llm.ask", Plugin: "core"},
+	}
+	for _, c := range caps {
+		if err := reg.Add(c); err != nil {
+			panic(fmt.Sprintf("mcptest: %v", err))
+		}
+	}
+	p := &Platform{
+		Registry: reg,
+		bookings: map[string]*booking{
+			"b-1": {ID: "b-1", Owner: Alice.UserID, Title: "Dentist"},
+			"b-2": {ID: "b-2", Owner: Bob.UserID, Title: "Barber"},
+		},
+	}
+	d, err := dispatch.New(reg, dispatch.Policy{
+		Packs: map[string]bool{"search": true, "booking": true, "diag": true, "llm": false},
+		Roles: map[string][]string{
+			"admin":    {"*"},
+			"customer": {"search.read", "booking.*", "diag.run"},
+			"guest":    {},
+		},
+	}, map[string]dispatch.Provider{"core": p})
+	if err != nil {
+		panic(fmt.Sprintf("mcptest: %v", err))
+	}
+	p.Dispatcher = d
+	return p
+}
+
+type idArgs struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+}
+
+// ResolveOwner implements dispatch.Provider.
+func (p *Platform) ResolveOwner(_ context.Context, _ string, args json.RawMessage) (string, error) {
+	var a idArgs
+	if err := json.Unmarshal(args, &a); err != nil {
+		return "", fmt.Errorf("resolve owner: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.bookings[a.ID]
+	if !ok {
+		return "", &dispatch.ToolError{Code: dispatch.NotFound, Message: fmt.Sprintf("booking %q does not exist", a.ID)}
+	}
+	return b.Owner, nil
+}
+
+var errBroken = errors.New("backend connection reset: dial tcp 10.1.2.3:5432 secret-dsn")
+
+// Invoke implements dispatch.Provider.
+func (p *Platform) Invoke(ctx context.Context, _ dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
+	switch capability {
+	case Search:
+		return json.RawMessage(`{"hits":[{"id":"b-1","title":"Dentist <3 & \"co\""}]}`), nil
+	case ListNumbers:
+		return json.RawMessage(`[1, 2, 3]`), nil
+	case Broken:
+		return nil, fmt.Errorf("query bookings: %w", errBroken)
+	case Panicking:
+		panic("provider exploded")
+	case Slow:
+		if p.SlowStarted != nil {
+			p.SlowStarted <- struct{}{}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("slow: %w", ctx.Err())
+		case <-p.SlowRelease:
+			return json.RawMessage(`{"done":true}`), nil
+		}
+	}
+	var a idArgs
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, fmt.Errorf("decode args: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.bookings[a.ID]
+	if !ok {
+		return nil, &dispatch.ToolError{Code: dispatch.NotFound, Message: fmt.Sprintf("booking %q does not exist", a.ID)}
+	}
+	switch capability {
+	case BookingGet:
+	case Cancel:
+		if b.Cancelled {
+			return nil, &dispatch.ToolError{Code: dispatch.Conflict, Message: fmt.Sprintf("booking %q is already cancelled", a.ID)}
+		}
+		b.Cancelled = true
+	case Rename:
+		b.Title = a.Title
+	default:
+		return nil, fmt.Errorf("capability %q: not provided here", capability)
+	}
+	out, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode booking: %w", err)
+	}
+	return out, nil
+}
+
+// Echo is a provider whose one read capability returns its arguments; it
+// keeps benchmarks free of any work but the host's own.
+type Echo struct{}
+
+// Invoke implements dispatch.Provider.
+func (Echo) Invoke(_ context.Context, _ dispatch.Principal, _ string, args json.RawMessage) (json.RawMessage, error) {
+	return args, nil
+}
+
+// ResolveOwner implements dispatch.Provider.
+func (Echo) ResolveOwner(context.Context, string, json.RawMessage) (string, error) { return "", nil }
+
+// EchoName is the one capability of NewEcho.
+const EchoName = "bench.echo"
+
+// NewEcho builds a dispatcher with one read capability served by Echo,
+// open to every principal.
+func NewEcho() *dispatch.Dispatcher {
+	reg := registry.New([]string{"bench"})
+	if err := reg.Add(registry.Capability{
+		Name: EchoName, Description: "Return the arguments.", Kind: registry.Read,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}}}`),
+		Pack:        "bench", Permission: "bench.run", Plugin: "bench",
+	}); err != nil {
+		panic(fmt.Sprintf("mcptest: %v", err))
+	}
+	d, err := dispatch.New(reg, dispatch.Policy{
+		Packs: map[string]bool{"bench": true},
+		Roles: map[string][]string{"customer": {"bench.run"}, "admin": {"*"}},
+	}, map[string]dispatch.Provider{"bench": Echo{}})
+	if err != nil {
+		panic(fmt.Sprintf("mcptest: %v", err))
+	}
+	return d
+}

@@ -1,0 +1,442 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+)
+
+// handleBody answers a whole POST body: one message, or a batch where the
+// protocol version allows one. It returns the HTTP status and the response
+// appended to out (empty for 202 Accepted).
+func (c *call) handleBody(body, out []byte) (int, []byte) {
+	c.ver = v20250326
+	if hv, ok := header(c.r.Header, hdrProtocolVersion); ok {
+		c.header = hv
+		c.ver = parseVersion(hv)
+	}
+	i := skipSpace(body, 0)
+	if i < len(body) && body[i] == '[' {
+		return c.batch(body, out)
+	}
+	var m message
+	if code, msg := parseMessage(body, &m); code != 0 {
+		return http.StatusBadRequest, appendError(out, m.id, code, msg)
+	}
+	if c.ver == 0 {
+		return http.StatusBadRequest, c.unsupportedVersion(out, m.id)
+	}
+	if m.isResponse {
+		if c.ver.modern() {
+			return http.StatusBadRequest, appendError(out, nil, codeInvalidRequest, "invalid request: clients do not send responses in protocol version "+c.ver.String())
+		}
+		// This server never sends requests, so there is nothing to match
+		// a response to; accepting it is all the transport asks.
+		return http.StatusAccepted, out
+	}
+	if m.id == nil {
+		// A notification. None needs an answer here (no session to mark
+		// initialized, no request of ours to cancel), so all are accepted.
+		return http.StatusAccepted, out
+	}
+	return c.request(&m, out)
+}
+
+// unsupportedVersion is the answer to an MCP-Protocol-Version the server
+// does not speak, shaped as 2026-07-28's UnsupportedProtocolVersionError so
+// a modern client can pick another version from it.
+func (c *call) unsupportedVersion(out, id []byte) []byte {
+	out = appendErrorHead(out, id, codeUnsupportedVersion, "unsupported protocol version "+strconv.Quote(c.header))
+	out = append(out, `,"data":{"supported":["`+Version20260728+`","`+Version20251125+`","`+Version20250618+`","`+Version20250326+`"],"requested":`...)
+	out = appendString(out, c.header)
+	return append(out, "}}}"...)
+}
+
+// batch answers a JSON-RPC batch, which only 2025-03-26 allows.
+func (c *call) batch(body, out []byte) (int, []byte) {
+	if !validJSON(body) {
+		return http.StatusBadRequest, appendError(out, nil, codeParseError, "parse error: the body is not valid JSON")
+	}
+	if c.ver == 0 {
+		return http.StatusBadRequest, c.unsupportedVersion(out, nil)
+	}
+	if !c.ver.batches() {
+		return http.StatusBadRequest, appendError(out, nil, codeInvalidRequest, "invalid request: protocol version "+c.ver.String()+" does not allow JSON-RPC batches")
+	}
+	var elems [][]byte
+	i := skipSpace(body, skipSpace(body, 0)+1)
+	for i < len(body) && body[i] != ']' {
+		end := skipValue(body, i, 1)
+		elems = append(elems, body[i:end])
+		i = skipSpace(body, end)
+		if body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+	}
+	switch {
+	case len(elems) == 0:
+		return http.StatusBadRequest, appendError(out, nil, codeInvalidRequest, "invalid request: empty batch")
+	case len(elems) > maxBatch:
+		return http.StatusBadRequest, appendError(out, nil, codeInvalidRequest, "invalid request: a batch holds at most "+strconv.Itoa(maxBatch)+" messages")
+	}
+	start := len(out)
+	out = append(out, '[')
+	for _, e := range elems {
+		var m message
+		code, msg := parseMessage(e, &m)
+		switch {
+		case code != 0:
+		case m.isResponse || m.id == nil:
+			continue
+		case lookupMethod(m.method) == mInitialize:
+			code, msg = codeInvalidRequest, "invalid request: initialize must not be part of a batch"
+		}
+		if len(out) > start+1 {
+			out = append(out, ',')
+		}
+		if code != 0 {
+			out = appendError(out, m.id, code, msg)
+			continue
+		}
+		_, out = c.request(&m, out)
+	}
+	if len(out) == start+1 {
+		return http.StatusAccepted, out[:start]
+	}
+	return http.StatusOK, append(out, ']')
+}
+
+// request answers one JSON-RPC request.
+func (c *call) request(m *message, out []byte) (int, []byte) {
+	meth := lookupMethod(m.method)
+	var ps params
+	if !parseParams(m.params, &ps) {
+		return http.StatusOK, appendError(out, m.id, codeInvalidParams, "invalid params: params must be an object")
+	}
+	// initialize always means the handshake revisions: a dual-era server
+	// picks legacy semantics for a client that opens with it.
+	if meth == mInitialize {
+		return c.initialize(m.id, &ps, out)
+	}
+	if c.ver.modern() {
+		if status, failed, ok := c.checkModern(m, meth, &ps, out); !ok {
+			return status, failed
+		}
+	}
+	switch meth {
+	case mToolsCall:
+		return c.toolsCall(m.id, &ps, out)
+	case mToolsList:
+		return c.toolsList(m.id, &ps, out)
+	case mResourcesList:
+		return c.emptyList(m.id, &ps, `{"resources":[]`, out)
+	case mResourceTemplatesList:
+		return c.emptyList(m.id, &ps, `{"resourceTemplates":[]`, out)
+	case mResourcesRead:
+		return c.resourcesRead(m.id, &ps, out)
+	case mDiscover:
+		if c.ver.modern() {
+			return c.discover(m.id, out)
+		}
+	case mPing:
+		// 2026-07-28 removed ping along with the handshake.
+		if !c.ver.modern() {
+			return http.StatusOK, append(appendResultHead(out, m.id), "{}}"...)
+		}
+	}
+	status := http.StatusOK
+	if c.ver.modern() {
+		// The 2026-07-28 transport answers an unknown method with 404, so
+		// the JSON body tells it apart from a server without the endpoint.
+		status = http.StatusNotFound
+	}
+	name, _ := decodeString(m.method)
+	return status, appendError(out, m.id, codeMethodNotFound, "method not found: "+name)
+}
+
+// checkModern applies what 2026-07-28 asks of every request: the mirrored
+// Mcp-Method/Mcp-Name headers match the body, and _meta carries the
+// protocol version (matching MCP-Protocol-Version) and client capabilities.
+// On failure it returns the 400 response to send.
+func (c *call) checkModern(m *message, meth method, ps *params, out []byte) (int, []byte, bool) {
+	mismatch := func(msg string) (int, []byte, bool) {
+		return http.StatusBadRequest, appendError(out, m.id, codeHeaderMismatch, "header mismatch: "+msg), false
+	}
+	hm, ok := header(c.r.Header, hdrMethod)
+	if !ok {
+		return mismatch("the Mcp-Method header is required")
+	}
+	if !stringIs(m.method, hm) {
+		return mismatch("Mcp-Method " + strconv.Quote(hm) + " does not match the body's method")
+	}
+	if meth == mToolsCall || meth == mResourcesRead {
+		field, want := "params.name", ps.name
+		if meth == mResourcesRead {
+			field, want = "params.uri", ps.uri
+		}
+		hn, ok := header(c.r.Header, hdrName)
+		if !ok {
+			return mismatch("the Mcp-Name header is required for " + methodByID(meth))
+		}
+		decoded, ok := decodeHeaderValue(hn)
+		if !ok {
+			return mismatch("the Mcp-Name header is not valid base64")
+		}
+		if !isString(want) || !stringIs(want, decoded) {
+			return mismatch("Mcp-Name " + strconv.Quote(hn) + " does not match " + field)
+		}
+	}
+	var rm requestMeta
+	if !parseMeta(ps.meta, &rm) || !isString(rm.protocolVersion) {
+		return http.StatusBadRequest, appendError(out, m.id, codeInvalidParams, "invalid params: _meta must carry "+metaProtocolVersion), false
+	}
+	if len(rm.capabilities) == 0 || rm.capabilities[0] != '{' {
+		return http.StatusBadRequest, appendError(out, m.id, codeInvalidParams, "invalid params: _meta must carry "+metaClientCapabilities+" as an object"), false
+	}
+	if !stringIs(rm.protocolVersion, c.header) {
+		return mismatch("MCP-Protocol-Version " + strconv.Quote(c.header) + " does not match _meta " + metaProtocolVersion)
+	}
+	return 0, nil, true
+}
+
+func methodByID(m method) string {
+	switch m {
+	case mToolsCall:
+		return "tools/call"
+	case mResourcesRead:
+		return "resources/read"
+	}
+	return "this method"
+}
+
+// closeResult ends a result object: 2026-07-28 results carry resultType and
+// serverInfo, older ones end as they are. It also closes the response.
+func (c *call) closeResult(out []byte, cacheable bool) []byte {
+	if c.ver.modern() {
+		if cacheable {
+			out = append(out, c.h.cacheTail...)
+		}
+		out = append(out, c.h.modernTail...)
+	}
+	return append(out, "}}"...)
+}
+
+func (c *call) initialize(id []byte, ps *params, out []byte) (int, []byte) {
+	if ps.protocolVersion != nil && !isString(ps.protocolVersion) {
+		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: protocolVersion must be a string")
+	}
+	// Echo the client's revision when it is one with a handshake, else
+	// offer the newest such revision and let the client decide.
+	v := latestLegacy
+	if s, ok := decodeString(ps.protocolVersion); ok {
+		if pv := parseVersion(s); pv != 0 && !pv.modern() {
+			v = pv
+		}
+	}
+	out = appendResultHead(out, id)
+	out = append(out, `{"protocolVersion":"`...)
+	out = append(out, v.String()...)
+	out = append(out, `","capabilities":`...)
+	out = append(out, c.h.capabilities...)
+	out = append(out, `,"serverInfo":`...)
+	out = append(out, c.h.serverInfo...)
+	out = append(out, c.h.instructions...)
+	return http.StatusOK, append(out, "}}"...)
+}
+
+func (c *call) discover(id []byte, out []byte) (int, []byte) {
+	out = appendResultHead(out, id)
+	out = append(out, `{"supportedVersions":["`+Version20260728+`","`+Version20251125+`","`+Version20250618+`","`+Version20250326+`"],"capabilities":`...)
+	out = append(out, c.h.capabilities...)
+	out = append(out, c.h.instructions...)
+	return http.StatusOK, c.closeResult(out, true)
+}
+
+// checkCursor rejects a cursor: lists come in one page, so no cursor this
+// server issued can exist.
+func checkCursor(id []byte, ps *params, out []byte) ([]byte, bool) {
+	if ps.cursor == nil || string(ps.cursor) == `""` || string(ps.cursor) == "null" {
+		return out, true
+	}
+	return appendError(out, id, codeInvalidParams, "invalid params: unknown cursor"), false
+}
+
+func (c *call) toolsList(id []byte, ps *params, out []byte) (int, []byte) {
+	if out, ok := checkCursor(id, ps, out); !ok {
+		return http.StatusOK, out
+	}
+	out = appendResultHead(out, id)
+	out = append(out, `{"tools":[`...)
+	for i, e := range c.h.d.Visible(c.p) {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		t, ok := c.h.tools[e]
+		if !ok {
+			t = renderTool(e)
+		}
+		if c.ver.structured() {
+			out = append(out, t.full...)
+		} else {
+			out = append(out, t.plain...)
+		}
+	}
+	out = append(out, ']')
+	return http.StatusOK, c.closeResult(out, true)
+}
+
+func (c *call) emptyList(id []byte, ps *params, open string, out []byte) (int, []byte) {
+	if out, ok := checkCursor(id, ps, out); !ok {
+		return http.StatusOK, out
+	}
+	out = append(appendResultHead(out, id), open...)
+	return http.StatusOK, c.closeResult(out, true)
+}
+
+// resourcesRead reports every URI as unknown: no plugin provides resources
+// yet. The code is the one each revision prescribes.
+func (c *call) resourcesRead(id []byte, ps *params, out []byte) (int, []byte) {
+	if !isString(ps.uri) {
+		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: resources/read needs params.uri")
+	}
+	code := codeResourceNotFound
+	if c.ver.modern() {
+		code = codeInvalidParams
+	}
+	out = appendErrorHead(out, id, code, "Resource not found")
+	out = append(out, `,"data":{"uri":`...)
+	out = append(out, ps.uri...)
+	return http.StatusOK, append(out, "}}}"...)
+}
+
+func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
+	if !isString(ps.name) {
+		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: tools/call needs params.name, the tool to call")
+	}
+	name := c.h.toolName(ps.name)
+	res, err := c.invoke(name, ps.arguments)
+	if err != nil {
+		return c.callFailed(id, name, err, out)
+	}
+	start := skipSpace(res, 0)
+	end := skipValue(res, start, 0)
+	if end < 0 || skipSpace(res, end) != len(res) {
+		return c.callFailed(id, name, fmt.Errorf("capability %s returned invalid JSON", name), out)
+	}
+	res = res[start:end]
+	out = appendResultHead(out, id)
+	// The text block repeats the structured value for clients that predate
+	// structuredContent.
+	out = append(out, `{"content":[{"type":"text","text":`...)
+	out = appendString(out, res)
+	out = append(out, "}]"...)
+	// Up to 2025-11-25 structuredContent must be an object; 2026-07-28
+	// takes any JSON value.
+	if c.ver.modern() || (c.ver.structured() && res[0] == '{') {
+		out = append(out, `,"structuredContent":`...)
+		out = append(out, res...)
+	}
+	out = append(out, `,"isError":false`...)
+	return http.StatusOK, c.closeResult(out, false)
+}
+
+// toolName turns the raw name into a string, taking the registry's own
+// copy when it exists so the common case allocates nothing. Unknown names
+// still go to the gate, which is what refuses them.
+func (h *Handler) toolName(raw []byte) string {
+	if e, ok := h.reg.Lookup(string(raw[1 : len(raw)-1])); ok {
+		return e.Name
+	}
+	s, _ := decodeString(raw)
+	return s
+}
+
+// panicError carries a panic out of a provider so it is answered like any
+// internal failure instead of dropping the connection.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+func (c *call) invoke(name string, args []byte) (res json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = nil, &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return c.h.d.Invoke(c.ctx, c.p, name, args)
+}
+
+// callFailed maps a gate or plugin failure onto the wire: refusals are
+// JSON-RPC errors, failures the agent can act on are tool results, and
+// anything else is a tool result with a reference, never the cause.
+func (c *call) callFailed(id []byte, name string, err error, out []byte) (int, []byte) {
+	var refusal *dispatch.Refusal
+	if errors.As(err, &refusal) {
+		c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: call refused",
+			slog.String("capability", refusal.Capability), slog.String("step", string(refusal.Step)),
+			slog.String("role", c.p.Role), slog.String("user", c.p.UserID))
+		out = appendErrorHead(out, id, codeForbidden, "forbidden: "+refusal.Reason)
+		out = append(out, `,"data":{"step":`...)
+		out = appendString(out, string(refusal.Step))
+		out = append(out, `,"reason":`...)
+		out = appendString(out, refusal.Reason)
+		out = append(out, `,"capability":`...)
+		out = appendString(out, refusal.Capability)
+		return http.StatusOK, append(out, "}}}"...)
+	}
+	var toolErr *dispatch.ToolError
+	if errors.As(err, &toolErr) {
+		return http.StatusOK, c.errorResult(id, toolErr.Message, out)
+	}
+	if errors.Is(err, dispatch.ErrUnknownCapability) {
+		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: unknown tool "+strconv.Quote(name))
+	}
+	ref := correlationID()
+	attrs := []slog.Attr{slog.String("correlation_id", ref), slog.String("capability", name), slog.String("error", err.Error())}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		c.h.log.LogAttrs(c.ctx, slog.LevelWarn, "mcp: call timed out", attrs...)
+		return http.StatusOK, c.errorResult(id, name+" did not finish within the time limit; it may be retried later (reference "+ref+")", out)
+	case errors.Is(err, context.Canceled):
+		c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: call cancelled", attrs...)
+		return http.StatusOK, c.errorResult(id, name+" was cancelled (reference "+ref+")", out)
+	}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		attrs = append(attrs, slog.String("stack", string(pe.stack)))
+	}
+	c.h.log.LogAttrs(c.ctx, slog.LevelError, "mcp: call failed", attrs...)
+	return http.StatusOK, c.errorResult(id, "internal error while running "+name+" (reference "+ref+")", out)
+}
+
+// errorResult is a tool result with isError set: the agent reads msg.
+func (c *call) errorResult(id []byte, msg string, out []byte) []byte {
+	out = appendResultHead(out, id)
+	out = append(out, `{"content":[{"type":"text","text":`...)
+	out = appendString(out, msg)
+	out = append(out, `}],"isError":true`...)
+	return c.closeResult(out, false)
+}
+
+// correlationID names one failure in the log and in the agent's
+// transcript; it needs to be unique, not secret.
+func correlationID() string {
+	var b [16]byte
+	n := rand.Uint64()
+	for i := range b {
+		b[i] = hexDigits[n&0xf]
+		n >>= 4
+	}
+	return string(b[:])
+}
