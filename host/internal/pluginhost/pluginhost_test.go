@@ -1,0 +1,315 @@
+package pluginhost_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/pluginhost"
+	"github.com/capgate/capgate/host/internal/registry"
+)
+
+var bins string // directory with the built test plugins
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "capgate-pluginhost-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins = dir
+	for _, name := range []string{"notes", "crash"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./testdata/plugins/"+name)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build test plugin %s: %v\n", name, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// logBuffer is a slog handler's destination safe for concurrent writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startHost(t *testing.T, specs ...pluginhost.Spec) (*pluginhost.Host, *logBuffer, error) {
+	t.Helper()
+	logs := &logBuffer{}
+	h, err := pluginhost.Start(context.Background(), specs, pluginhost.Options{
+		DataDir:      t.TempDir(),
+		HostVersion:  "test",
+		Logger:       slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		StartTimeout: 20 * time.Second,
+	})
+	if h != nil {
+		t.Cleanup(h.Stop)
+	}
+	return h, logs, err
+}
+
+func notes(name string, config string) pluginhost.Spec {
+	return pluginhost.Spec{Name: name, Path: filepath.Join(bins, "notes"), Config: json.RawMessage(config), ConfigPath: "plugins[0]"}
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	if err != nil {
+		return false
+	}
+	// A zombie is dead for our purposes; it only waits to be reaped.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(stat), ") Z ")
+}
+
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("plugin process %d is still running", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStartRegisterInvoke(t *testing.T) {
+	h, logs, err := startHost(t, notes("notes", `{"hello":"hi there"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New([]string{"notes"})
+	if err := h.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	e, ok := reg.Lookup("notes.get")
+	if !ok || e.Plugin != "notes" || !e.OwnerGuarded || e.Kind != registry.Read || e.Permission != "notes.read" {
+		t.Fatalf("registered capability = %+v", e)
+	}
+	d := h.Plugins()[0].Description()
+	if d.Name != "notes" || d.Version != "1.2.3" {
+		t.Errorf("description = %v", d)
+	}
+
+	prov := h.Providers()["notes"]
+	ctx := context.Background()
+	res, err := prov.Invoke(ctx, dispatch.Principal{Role: "r", Scope: dispatch.ScopeRead, UserID: "alice"}, "notes.get", json.RawMessage(`{"id":"n1"}`))
+	if err != nil || string(res) != `{"id":"n1","text":"note n1","by":"alice"}` {
+		t.Errorf("invoke = %s, %v", res, err)
+	}
+	_, err = prov.Invoke(ctx, dispatch.Principal{}, "notes.get", json.RawMessage(`{"id":"zz"}`))
+	var te *dispatch.ToolError
+	if !errors.As(err, &te) || te.Code != dispatch.NotFound || te.Message != `no note "zz"` {
+		t.Errorf("invoke missing = %v", err)
+	}
+	owner, err := prov.ResolveOwner(ctx, "notes.get", json.RawMessage(`{"id":"n2"}`))
+	if err != nil || owner != "bob" {
+		t.Errorf("owner = %q, %v", owner, err)
+	}
+	_, err = prov.ResolveOwner(ctx, "notes.get", json.RawMessage(`{"id":"zz"}`))
+	if !errors.As(err, &te) || te.Code != dispatch.NotFound {
+		t.Errorf("owner of missing = %v", err)
+	}
+
+	// The plugin's own log record reaches the host's logger, structured.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), `"greeting":"hi there"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("plugin log not forwarded; host log:\n%s", logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), `"msg":"hello from plugin"`) {
+		t.Errorf("plugin log message not kept as the record's message:\n%s", logs)
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	bin := filepath.Join(bins, "notes")
+	sum, err := fileSHA256(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notExec := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(notExec, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		spec pluginhost.Spec
+		want string
+	}{
+		{"missing binary", pluginhost.Spec{Name: "gone", Path: "/nonexistent/capgate-plugin-x"}, "does not exist"},
+		{"directory", pluginhost.Spec{Name: "dir", Path: t.TempDir()}, "is a directory"},
+		{"not executable", pluginhost.Spec{Name: "plain", Path: notExec}, "is not executable"},
+		{"crash at start", pluginhost.Spec{Name: "crash", Path: filepath.Join(bins, "crash")}, "exited before the handshake"},
+		{"checksum mismatch", pluginhost.Spec{Name: "notes", Path: bin, SHA256: strings.Repeat("ab", 32)}, "does not match the configured sha256"},
+		{"bad checksum", pluginhost.Spec{Name: "notes", Path: bin, SHA256: "xyz"}, "not a hex SHA-256"},
+		{"configure fails", pluginhost.Spec{Name: "notes", Path: bin, Config: json.RawMessage(`{"fail_configure":"database is unreachable"}`)}, "configure: database is unreachable"},
+		{"unknown config key", pluginhost.Spec{Name: "notes", Path: bin, Config: json.RawMessage(`{"hellow":"x"}`)}, `unknown field "hellow"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.spec.ConfigPath = "plugins[3]"
+			_, _, err := startHost(t, tc.spec)
+			if err == nil {
+				t.Fatal("started")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `plugins[3]: plugin "`+tc.spec.Name+`"`) {
+				t.Errorf("error = %q, want it to name the config path, the plugin and %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("checksum match", func(t *testing.T) {
+		spec := notes("notes", "")
+		spec.SHA256 = sum
+		if _, _, err := startHost(t, spec); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func fileSHA256(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:]), nil
+}
+
+func TestRegisterRejectsInvalidCapabilities(t *testing.T) {
+	h, _, err := startHost(t, notes("first", ""), notes("second", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Register(registry.New([]string{"notes"}))
+	if err == nil || !strings.Contains(err.Error(), `plugin "second" declares an invalid capability`) || !strings.Contains(err.Error(), `already provided by plugin "first"`) {
+		t.Errorf("duplicate: %v", err)
+	}
+	err = h.Register(registry.New([]string{"booking"}))
+	if err == nil || !strings.Contains(err.Error(), `unknown pack "notes"`) {
+		t.Errorf("unknown pack: %v", err)
+	}
+}
+
+func TestStopLeavesNoProcess(t *testing.T) {
+	h, _, err := startHost(t, notes("a", ""), notes("b", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, p := range h.Plugins() {
+		if !alive(p.PID()) {
+			t.Fatalf("plugin %s not running (pid %d)", p.Name(), p.PID())
+		}
+		pids = append(pids, p.PID())
+	}
+	h.Stop()
+	h.Stop() // idempotent
+	for _, pid := range pids {
+		waitDead(t, pid)
+	}
+}
+
+func TestFailedStartStopsEarlierPlugins(t *testing.T) {
+	// The first plugin starts, the second crashes: the host must not leave
+	// the first running.
+	before := pluginPIDs(t)
+	_, _, err := startHost(t, notes("ok", ""), pluginhost.Spec{Name: "crash", Path: filepath.Join(bins, "crash")})
+	if err == nil {
+		t.Fatal("started")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		extra := 0
+		for pid := range pluginPIDs(t) {
+			if !before[pid] {
+				extra++
+			}
+		}
+		if extra == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d test plugin process(es) left running after a failed start", extra)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pluginPIDs returns the live processes running the notes test binary.
+func pluginPIDs(t *testing.T) map[int]bool {
+	t.Helper()
+	want := filepath.Join(bins, "notes")
+	out := map[int]bool{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc on this system")
+	}
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && exe == want && alive(pid) {
+			out[pid] = true
+		}
+	}
+	return out
+}
+
+func TestCrashedPluginFailsCallsCleanly(t *testing.T) {
+	h, _, err := startHost(t, notes("notes", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := h.Plugins()[0]
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, p.PID())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = h.Providers()["notes"].Invoke(ctx, dispatch.Principal{}, "notes.get", json.RawMessage(`{"id":"n1"}`))
+	if err == nil || !strings.Contains(err.Error(), `plugin "notes"`) {
+		t.Errorf("invoke on a dead plugin = %v, want an error naming the plugin", err)
+	}
+	var te *dispatch.ToolError
+	if errors.As(err, &te) {
+		t.Errorf("a dead plugin must not look like a tool result: %v", err)
+	}
+}

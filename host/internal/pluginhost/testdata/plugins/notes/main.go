@@ -1,0 +1,62 @@
+// Command notes is a test plugin: an owner-guarded read over a fixed set of
+// notes, configured to fail or log on demand.
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/capgate/capgate/sdk"
+)
+
+type config struct {
+	Pack          string `json:"pack"`
+	FailConfigure string `json:"fail_configure"`
+	Hello         string `json:"hello"`
+}
+
+type in struct {
+	ID string `json:"id"`
+}
+
+type out struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+	By   string `json:"by"`
+}
+
+var notes = map[string]string{"n1": "alice", "n2": "bob"}
+
+func main() {
+	p := sdk.New("notes", "1.2.3")
+	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
+		var c config
+		if err := env.DecodeConfig(&c); err != nil {
+			return err
+		}
+		if c.FailConfigure != "" {
+			return errors.New(c.FailConfigure)
+		}
+		if c.Hello != "" {
+			env.Logger.Info("hello from plugin", "greeting", c.Hello)
+		}
+		return nil
+	})
+	sdk.Add(p, sdk.Tool[in, out]{
+		Name: "notes.get", Description: "Read a note.", Kind: sdk.Read, Pack: "notes", Permission: "notes.read",
+		Handler: func(ctx context.Context, call sdk.Call, in in) (out, error) {
+			if _, ok := notes[in.ID]; !ok {
+				return out{}, sdk.NotFound("no note %q", in.ID)
+			}
+			return out{ID: in.ID, Text: "note " + in.ID, By: call.Principal.UserID}, nil
+		},
+		Owner: func(ctx context.Context, in in) (string, error) {
+			o, ok := notes[in.ID]
+			if !ok {
+				return "", sdk.NotFound("no note %q", in.ID)
+			}
+			return o, nil
+		},
+	})
+	sdk.Serve(p)
+}
