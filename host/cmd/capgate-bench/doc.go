@@ -1,0 +1,33 @@
+// Command capgate-bench measures capgate's MCP endpoint against reference
+// servers, one at a time, with the same load generator and the same trivial
+// tool.
+//
+// The servers are:
+//
+//   - capgate: the real "capgate serve" binary started as a subprocess, with
+//     hello.greet served by the hello SDK plugin through the whole path
+//     (HTTP, MCP adapter, gate, gRPC plugin);
+//   - echo: a bare echo handler returning a fixed JSON body, the floor;
+//   - go-sdk: the official MCP Go SDK's stateless Streamable HTTP handler;
+//   - mcp-go: mcp-go's Streamable HTTP server in stateless mode;
+//   - booking: capgate again, calling booking.get (SQLite-backed) for a
+//     seeded booking owned by the bench user.
+//
+// The in-process servers (echo, go-sdk, mcp-go) each listen on their own
+// loopback port inside this process. Every server is first checked with one
+// plain HTTP tools/call whose answer must be the right result, then loaded
+// with wrk (keep-alive, -c connections, a warm-up run that is discarded, then
+// the measured run). During the measured run a wrk Lua hook checks every
+// response body, so a server answering errors quickly cannot win.
+//
+// Usage:
+//
+//	capgate-bench [-bin ./bin] [-duration 10s] [-warmup 2s] [-connections 64]
+//	              [-threads 2] [-only capgate,echo,go-sdk,mcp-go,booking]
+//
+// The report is a table of requests/s, p50, p99 and each server's throughput
+// relative to capgate, followed by a PASS/FAIL line per target (capgate at
+// least mcp-go's throughput; capgate at least three times go-sdk's). A missed
+// target is reported, not turned into an exit status: the exit status is
+// non-zero only when a server could not be set up or measured.
+package main

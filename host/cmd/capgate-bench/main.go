@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Server keys, as accepted by -only, in report order.
+const (
+	keyCapgate = "capgate"
+	keyEcho    = "echo"
+	keyGoSDK   = "go-sdk"
+	keyMCPGo   = "mcp-go"
+	keyBooking = "booking"
+)
+
+var allKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
+
+// options are the command-line settings.
+type options struct {
+	bin          string
+	duration     time.Duration
+	warmup       time.Duration
+	connections  int
+	threads      int
+	only         []string
+	startTimeout time.Duration
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the exit: 0 when every selected server was measured
+// (whether or not the targets were met), 1 when one could not be, 2 on bad
+// usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "capgate-bench:", err)
+		return 2
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+
+	wrk, err := findWrk()
+	if err != nil {
+		fmt.Fprintln(stderr, "capgate-bench:", err)
+		return 1
+	}
+	workDir, err := os.MkdirTemp("", "capgate-bench-")
+	if err != nil {
+		fmt.Fprintln(stderr, "capgate-bench: create work dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(workDir)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	l := &load{
+		wrk:         wrk,
+		threads:     opts.threads,
+		connections: opts.connections,
+		warmup:      opts.warmup,
+		duration:    opts.duration,
+		workDir:     workDir,
+	}
+	b := &bench{opts: opts, load: l, workDir: workDir, rows: map[string]*row{}}
+	b.measureCapgate(ctx)
+	for _, k := range []string{keyEcho, keyGoSDK, keyMCPGo} {
+		if ctx.Err() != nil {
+			break
+		}
+		b.measureInproc(ctx, k)
+	}
+
+	env := environment{
+		wrk:         wrkVersion(ctx, wrk),
+		threads:     l.threads,
+		connections: l.connections,
+		warmup:      wrkSeconds(l.warmup),
+		duration:    wrkSeconds(l.duration),
+	}
+	if l.warmup <= 0 {
+		env.warmup = "none"
+	}
+	report(stdout, env, b.rows, opts.only)
+
+	failed := false
+	for _, k := range opts.only {
+		if r := b.rows[k]; r == nil || r.err != nil || !r.res.valid() {
+			failed = true
+		}
+	}
+	if ctx.Err() != nil || failed {
+		return 1
+	}
+	return 0
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("capgate-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	var only string
+	fs.StringVar(&o.bin, "bin", "./bin", "directory holding capgate, capgate-plugin-hello and capgate-plugin-booking")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured run per server (whole seconds)")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded warm-up run per server before the measured one (whole seconds; 0 for none)")
+	fs.IntVar(&o.connections, "connections", 64, "keep-alive connections held open by wrk")
+	fs.IntVar(&o.threads, "threads", 2, "wrk threads (at most -connections)")
+	fs.StringVar(&only, "only", strings.Join(allKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", "))
+	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: capgate-bench [flags]\n\nMeasures capgate's MCP endpoint against reference servers with wrk.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.duration < time.Second {
+		return nil, fmt.Errorf("-duration %s: must be at least 1s", o.duration)
+	}
+	if o.warmup < 0 {
+		return nil, fmt.Errorf("-warmup %s: must not be negative", o.warmup)
+	}
+	if o.connections < 1 {
+		return nil, fmt.Errorf("-connections %d: must be at least 1", o.connections)
+	}
+	if o.threads < 1 {
+		return nil, fmt.Errorf("-threads %d: must be at least 1", o.threads)
+	}
+	o.threads = min(o.threads, o.connections)
+	for _, k := range strings.Split(only, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		if !slices.Contains(allKeys, k) {
+			return nil, fmt.Errorf("-only: unknown server %q (known: %s)", k, strings.Join(allKeys, ", "))
+		}
+		if !slices.Contains(o.only, k) {
+			o.only = append(o.only, k)
+		}
+	}
+	if len(o.only) == 0 {
+		return nil, errors.New("-only: no server selected")
+	}
+	return o, nil
+}
+
+// row is one server's outcome.
+type row struct {
+	res *result
+	err error
+}
+
+// bench runs the servers one at a time.
+type bench struct {
+	opts    *options
+	load    *load
+	workDir string
+	rows    map[string]*row
+}
+
+func (b *bench) selected(k string) bool { return slices.Contains(b.opts.only, k) }
+
+// measure runs the load for j (already validated) and records the result.
+func (b *bench) measure(ctx context.Context, key string, j job) {
+	slog.Info("measuring", "server", key, "url", j.url, "warmup", wrkSeconds(b.load.warmup), "duration", wrkSeconds(b.load.duration))
+	res, err := b.load.run(ctx, j)
+	if err != nil {
+		b.rows[key] = &row{err: fmt.Errorf("load %s: %w", key, err)}
+		slog.Error("load failed", "server", key, "err", err)
+		return
+	}
+	b.rows[key] = &row{res: res}
+	if !res.valid() {
+		slog.Error("invalid run", "server", key, "problem", res.problem())
+	}
+	slog.Info("measured", "server", key, "rps", fmt.Sprintf("%.0f", res.rps), "p50", res.p50, "p99", res.p99)
+}
+
+// measureCapgate starts capgate once and measures hello.greet, then
+// booking.get, through it.
+func (b *bench) measureCapgate(ctx context.Context) {
+	wantHello, wantBooking := b.selected(keyCapgate), b.selected(keyBooking)
+	if !wantHello && !wantBooking {
+		return
+	}
+	fail := func(err error) {
+		for _, k := range []string{keyCapgate, keyBooking} {
+			if b.selected(k) && b.rows[k] == nil {
+				b.rows[k] = &row{err: err}
+			}
+		}
+		slog.Error("capgate", "err", err)
+	}
+	p, err := startCapgate(ctx, b.opts.bin, b.workDir, b.opts.startTimeout)
+	if err != nil {
+		fail(fmt.Errorf("start capgate: %w", err))
+		return
+	}
+	defer func() {
+		if err := p.stop(); err != nil {
+			slog.Warn("stop capgate", "err", err)
+		}
+	}()
+	url := p.mcpURL()
+	if wantHello {
+		if err := validateGreet(ctx, url); err != nil {
+			b.rows[keyCapgate] = &row{err: fmt.Errorf("validate capgate: %w", err)}
+			slog.Error("validate", "server", keyCapgate, "err", err)
+		} else {
+			body, err := toolCallBody(greetTool, greetIn{Name: greetName})
+			if err != nil {
+				fail(err)
+				return
+			}
+			b.measure(ctx, keyCapgate, job{name: keyCapgate, url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting})
+		}
+	}
+	if wantBooking && ctx.Err() == nil {
+		j, err := bookingJob(ctx, url)
+		if err != nil {
+			b.rows[keyBooking] = &row{err: fmt.Errorf("prepare booking.get: %w", err)}
+			slog.Error("validate", "server", keyBooking, "err", err)
+			return
+		}
+		b.measure(ctx, keyBooking, j)
+	}
+}
+
+// measureInproc starts one in-process server, validates and measures it,
+// then stops it.
+func (b *bench) measureInproc(ctx context.Context, key string) {
+	if !b.selected(key) {
+		return
+	}
+	var h http.Handler
+	switch key {
+	case keyEcho:
+		var err error
+		if h, err = echoHandler(); err != nil {
+			b.rows[key] = &row{err: err}
+			return
+		}
+	case keyGoSDK:
+		h = goSDKHandler()
+	case keyMCPGo:
+		h = mcpGoHandler()
+	}
+	s, err := startInproc(key, h)
+	if err != nil {
+		b.rows[key] = &row{err: err}
+		return
+	}
+	defer func() {
+		if err := s.stop(); err != nil {
+			slog.Warn("stop", "server", key, "err", err)
+		}
+		// Leave no garbage of this server for the next one to collect.
+		runtime.GC()
+	}()
+	if err := validateGreet(ctx, s.url); err != nil {
+		b.rows[key] = &row{err: fmt.Errorf("validate %s: %w", key, err)}
+		slog.Error("validate", "server", key, "err", err)
+		return
+	}
+	body, err := toolCallBody(greetTool, greetIn{Name: greetName})
+	if err != nil {
+		b.rows[key] = &row{err: err}
+		return
+	}
+	b.measure(ctx, key, job{name: key, url: s.url, body: body, marker: greet(greetIn{Name: greetName}).Greeting})
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// wrkInstallHint tells how to get the load generator.
+const wrkInstallHint = "wrk is required: install it with `apt-get install -y wrk` (Debian/Ubuntu) and make sure it is on PATH"
+
+// load is one load-generator setting, the same for every server.
+type load struct {
+	wrk         string // path of the wrk binary
+	threads     int
+	connections int
+	warmup      time.Duration
+	duration    time.Duration
+	workDir     string // where the Lua scripts are written
+}
+
+// job is what one measured run sends and expects.
+type job struct {
+	name   string // for file names and messages
+	url    string
+	body   []byte
+	marker string // every correct response body contains it
+}
+
+// result is one measured run.
+type result struct {
+	requests  int64         // completed requests in the measured run
+	rps       float64       // requests per second
+	p50, p99  time.Duration // latency percentiles
+	non2xx    int64         // responses with a non-2xx/3xx status
+	sockErrs  int64         // connect, read, write and timeout errors
+	bad       int64         // responses whose body was not the right answer
+	checked   int64         // responses whose body was checked
+	rawOutput string        // wrk's output, for the verbose log
+}
+
+// valid reports whether every response in the run was a correct answer.
+func (r *result) valid() bool {
+	return r.non2xx == 0 && r.sockErrs == 0 && r.bad == 0 && r.checked == r.requests && r.requests > 0
+}
+
+// problem describes why a run is not valid.
+func (r *result) problem() string {
+	var p []string
+	if r.requests == 0 {
+		p = append(p, "no request completed")
+	}
+	if r.non2xx > 0 {
+		p = append(p, fmt.Sprintf("%d non-2xx/3xx responses", r.non2xx))
+	}
+	if r.sockErrs > 0 {
+		p = append(p, fmt.Sprintf("%d socket errors", r.sockErrs))
+	}
+	if r.bad > 0 {
+		p = append(p, fmt.Sprintf("%d wrong response bodies", r.bad))
+	}
+	if r.checked != r.requests {
+		p = append(p, fmt.Sprintf("%d of %d responses checked", r.checked, r.requests))
+	}
+	return strings.Join(p, ", ")
+}
+
+// findWrk locates wrk on PATH.
+func findWrk() (string, error) {
+	p, err := exec.LookPath("wrk")
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", wrkInstallHint, err)
+	}
+	return p, nil
+}
+
+// wrkVersion returns wrk's first version line.
+func wrkVersion(ctx context.Context, wrk string) string {
+	// "wrk -v" prints its version and usage, then exits non-zero.
+	out, _ := exec.CommandContext(ctx, wrk, "-v").CombinedOutput()
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
+}
+
+// run warms the server up with a discarded run, then measures it.
+func (l *load) run(ctx context.Context, j job) (*result, error) {
+	script := filepath.Join(l.workDir, j.name+".lua")
+	if err := os.WriteFile(script, []byte(luaScript(j.body, j.marker)), 0o600); err != nil {
+		return nil, fmt.Errorf("write wrk script: %w", err)
+	}
+	if l.warmup > 0 {
+		if _, err := l.wrk1(ctx, script, j.url, l.warmup); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	out, err := l.wrk1(ctx, script, j.url, l.duration)
+	if err != nil {
+		return nil, err
+	}
+	res, err := parseWrk(out)
+	if err != nil {
+		return nil, fmt.Errorf("parse wrk output: %w\n%s", err, out)
+	}
+	return res, nil
+}
+
+// wrk1 runs wrk once and returns its standard output.
+func (l *load) wrk1(ctx context.Context, script, url string, d time.Duration) (string, error) {
+	args := []string{
+		"-t" + strconv.Itoa(l.threads),
+		"-c" + strconv.Itoa(l.connections),
+		"-d" + wrkSeconds(d),
+		"--latency",
+		"-s", script,
+		url,
+	}
+	cmd := exec.CommandContext(ctx, l.wrk, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("wrk %s: %w: %s%s", strings.Join(args, " "), err, stderr.String(), stdout.String())
+	}
+	return stdout.String(), nil
+}
+
+// wrkSeconds renders d as whole seconds (wrk's smallest unit), at least 1.
+func wrkSeconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10) + "s"
+}
+
+// luaScript returns the wrk script: it POSTs body with the bench headers on
+// every request, checks every response (status 200, body contains marker, no
+// tool error) and reports the counts when the run ends.
+func luaScript(body []byte, marker string) string {
+	var b strings.Builder
+	b.WriteString("wrk.method = \"POST\"\n")
+	b.WriteString("wrk.body = " + luaQuote(string(body)) + "\n")
+	keys := make([]string, 0, 4)
+	h := headers()
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "wrk.headers[%s] = %s\n", luaQuote(k), luaQuote(h[k]))
+	}
+	b.WriteString("local marker = " + luaQuote(marker) + "\n")
+	b.WriteString(`local threads = {}
+function setup(thread)
+  table.insert(threads, thread)
+end
+function init(args)
+  bad = 0
+  checked = 0
+end
+function response(status, headers, body)
+  checked = checked + 1
+  if status ~= 200 or not string.find(body, marker, 1, true) or string.find(body, '"isError":true', 1, true) then
+    bad = bad + 1
+  end
+end
+function done(summary, latency, requests)
+  local bad, checked = 0, 0
+  for _, t in ipairs(threads) do
+    bad = bad + t:get("bad")
+    checked = checked + t:get("checked")
+  end
+  io.write(string.format("capgate-bench: requests=%d bad=%d checked=%d\n", summary.requests, bad, checked))
+end
+`)
+	return b.String()
+}
+
+// luaQuote renders s as a Lua string literal.
+func luaQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c >= 0x7f:
+			fmt.Fprintf(&b, "\\%03d", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+var (
+	reRPS      = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)\s*$`)
+	reP50      = regexp.MustCompile(`(?m)^\s+50%\s+([0-9.]+)(us|ms|s|m|h)\s*$`)
+	reP99      = regexp.MustCompile(`(?m)^\s+99%\s+([0-9.]+)(us|ms|s|m|h)\s*$`)
+	reNon2xx   = regexp.MustCompile(`(?m)^\s+Non-2xx or 3xx responses:\s+(\d+)\s*$`)
+	reSockErrs = regexp.MustCompile(`(?m)^\s+Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)\s*$`)
+	reSummary  = regexp.MustCompile(`(?m)^capgate-bench: requests=(\d+) bad=(\d+) checked=(\d+)\s*$`)
+)
+
+// parseWrk reads requests/s, p50, p99 and error counts from wrk's output
+// (run with --latency and the script from luaScript).
+func parseWrk(out string) (*result, error) {
+	r := &result{rawOutput: out}
+	m := reRPS.FindStringSubmatch(out)
+	if m == nil {
+		return nil, errors.New("no Requests/sec line")
+	}
+	rps, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return nil, fmt.Errorf("Requests/sec %q: %w", m[1], err)
+	}
+	r.rps = rps
+	if r.p50, err = parseLatency(reP50, out, "50%"); err != nil {
+		return nil, err
+	}
+	if r.p99, err = parseLatency(reP99, out, "99%"); err != nil {
+		return nil, err
+	}
+	if m := reNon2xx.FindStringSubmatch(out); m != nil {
+		r.non2xx, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if m := reSockErrs.FindStringSubmatch(out); m != nil {
+		for _, s := range m[1:] {
+			n, _ := strconv.ParseInt(s, 10, 64)
+			r.sockErrs += n
+		}
+	}
+	m = reSummary.FindStringSubmatch(out)
+	if m == nil {
+		return nil, errors.New("no capgate-bench summary line from the wrk script")
+	}
+	r.requests, _ = strconv.ParseInt(m[1], 10, 64)
+	r.bad, _ = strconv.ParseInt(m[2], 10, 64)
+	r.checked, _ = strconv.ParseInt(m[3], 10, 64)
+	return r, nil
+}
+
+// parseLatency reads one latency percentile line.
+func parseLatency(re *regexp.Regexp, out, name string) (time.Duration, error) {
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no %s latency line (was wrk run with --latency?)", name)
+	}
+	d, err := time.ParseDuration(m[1] + m[2])
+	if err != nil {
+		return 0, fmt.Errorf("%s latency %q: %w", name, m[1]+m[2], err)
+	}
+	return d, nil
+}

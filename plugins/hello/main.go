@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+
+	"github.com/capgate/capgate/sdk"
+)
+
+// GreetIn is hello.greet's input.
+type GreetIn struct {
+	Name string `json:"name" jsonschema:"who to greet"`
+}
+
+// GreetOut is hello.greet's output.
+type GreetOut struct {
+	Greeting string `json:"greeting" jsonschema:"the greeting"`
+}
+
+func newPlugin() *sdk.Plugin {
+	p := sdk.New("hello", "1.0.0")
+	sdk.Add(p, sdk.Tool[GreetIn, GreetOut]{
+		Name: "hello.greet", Description: "Greet someone by name.",
+		Kind: sdk.Read, Pack: "hello", Permission: "hello.greet",
+		Handler: func(_ context.Context, _ sdk.Call, in GreetIn) (GreetOut, error) {
+			return GreetOut{Greeting: "hello, " + in.Name}, nil
+		},
+	})
+	return p
+}
+
+func main() { sdk.Serve(newPlugin()) }
