@@ -1,0 +1,381 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/capgate/capgate/plugins/booking/internal/store"
+	"github.com/capgate/capgate/plugins/booking/internal/store/migrate"
+	"github.com/capgate/capgate/plugins/booking/internal/store/migrations"
+)
+
+// busyTimeout is how long a writer waits for another to finish. Writes
+// here are single small transactions, so a long wait means something is
+// stuck, not busy.
+const busyTimeout = 10 * time.Second
+
+// timeLayout is fixed-width RFC 3339 UTC: stored as text it sorts in time
+// order, which the range queries rely on.
+const timeLayout = "2006-01-02T15:04:05Z"
+
+// Store is a store.Store on one SQLite file.
+type Store struct {
+	db *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at path and migrates it to
+// the latest schema. Applied migrations are logged to log (nil: discard).
+func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if path == "" {
+		return nil, errors.New("open booking database: empty path")
+	}
+	// The driver splits its options off at the first '?', so a path with
+	// one would be silently cut.
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open booking database %q: path must not contain '?' or '#'", path)
+	}
+	dsn := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate",
+		path, busyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open booking database %q: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open booking database %q: %w", path, err)
+	}
+	ms, err := migrate.Load(migrations.FS)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("booking database %q: %w", path, err)
+	}
+	applied, err := migrate.Apply(ctx, db, ms, nil)
+	for _, m := range applied {
+		log.Info("applied migration", "db", path, "version", m.Version, "name", m.Name)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate booking database %q: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// DB exposes the handle for tests and diagnostics in this plugin.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the database.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close booking database: %w", err)
+	}
+	return nil
+}
+
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func parseTime(col, s string) (time.Time, error) {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored %s %q is not a valid time: %w", col, s, err)
+	}
+	return t, nil
+}
+
+const resourceCols = `id, name, kind, description, location, capacity, slot_minutes, opens_minute, closes_minute`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanResource(row scanner) (store.Resource, error) {
+	var r store.Resource
+	err := row.Scan(&r.ID, &r.Name, &r.Kind, &r.Description, &r.Location, &r.Capacity, &r.SlotMinutes, &r.OpensMinute, &r.ClosesMinute)
+	return r, err
+}
+
+// Resources implements store.Store.
+func (s *Store) Resources(ctx context.Context) ([]store.Resource, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+resourceCols+` FROM resources ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list resources: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Resource
+	for rows.Next() {
+		r, err := scanResource(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list resources: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list resources: %w", err)
+	}
+	return out, nil
+}
+
+// Resource implements store.Store.
+func (s *Store) Resource(ctx context.Context, id string) (store.Resource, error) {
+	r, err := scanResource(s.db.QueryRowContext(ctx, `SELECT `+resourceCols+` FROM resources WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Resource{}, fmt.Errorf("resource %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Resource{}, fmt.Errorf("get resource %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// execer is what *sql.DB and *sql.Tx share, so inserts run alone or
+// inside a seed's transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// CreateResource implements store.Store.
+func (s *Store) CreateResource(ctx context.Context, r store.Resource) error {
+	return insertResource(ctx, s.db, r)
+}
+
+func insertResource(ctx context.Context, db execer, r store.Resource) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(ctx, `INSERT INTO resources (`+resourceCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		r.ID, r.Name, r.Kind, r.Description, r.Location, r.Capacity, r.SlotMinutes, r.OpensMinute, r.ClosesMinute)
+	switch sqliteCode(err) {
+	case 0:
+		if err != nil {
+			return fmt.Errorf("create resource %q: %w", r.ID, err)
+		}
+		return nil
+	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return fmt.Errorf("create resource %q: %w", r.ID, store.ErrDuplicateID)
+	case sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+		return fmt.Errorf("create resource %q: %w: %v", r.ID, store.ErrInvalid, err)
+	default:
+		return fmt.Errorf("create resource %q: %w", r.ID, err)
+	}
+}
+
+const bookingCols = `id, resource_id, user_id, starts_at, ends_at, status, created_at, cancelled_at`
+
+func scanBooking(row scanner) (store.Booking, error) {
+	var (
+		b                           store.Booking
+		start, end, created, status string
+		cancelled                   sql.NullString
+	)
+	if err := row.Scan(&b.ID, &b.ResourceID, &b.UserID, &start, &end, &status, &created, &cancelled); err != nil {
+		return store.Booking{}, err
+	}
+	b.Status = store.Status(status)
+	var err error
+	if b.Start, err = parseTime("starts_at", start); err != nil {
+		return store.Booking{}, fmt.Errorf("booking %s: %w", b.ID, err)
+	}
+	if b.End, err = parseTime("ends_at", end); err != nil {
+		return store.Booking{}, fmt.Errorf("booking %s: %w", b.ID, err)
+	}
+	if b.CreatedAt, err = parseTime("created_at", created); err != nil {
+		return store.Booking{}, fmt.Errorf("booking %s: %w", b.ID, err)
+	}
+	if cancelled.Valid {
+		if b.CancelledAt, err = parseTime("cancelled_at", cancelled.String); err != nil {
+			return store.Booking{}, fmt.Errorf("booking %s: %w", b.ID, err)
+		}
+	}
+	return b, nil
+}
+
+// CreateBooking implements store.Store.
+func (s *Store) CreateBooking(ctx context.Context, b store.Booking) error {
+	return insertBooking(ctx, s.db, b)
+}
+
+func insertBooking(ctx context.Context, db execer, b store.Booking) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(ctx, `INSERT INTO bookings (`+bookingCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)`,
+		b.ID, b.ResourceID, b.UserID, formatTime(b.Start), formatTime(b.End), string(b.Status), formatTime(b.CreatedAt))
+	switch sqliteCode(err) {
+	case 0:
+		if err != nil {
+			return fmt.Errorf("create booking %s: %w", b.ID, err)
+		}
+		return nil
+	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return fmt.Errorf("create booking %s: %w", b.ID, store.ErrDuplicateID)
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+		// The only UNIQUE besides the key is the one-active-per-slot index.
+		return fmt.Errorf("book %s at %s: %w", b.ResourceID, formatTime(b.Start), store.ErrSlotTaken)
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return fmt.Errorf("resource %q: %w", b.ResourceID, store.ErrNotFound)
+	case sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+		return fmt.Errorf("create booking %s: %w: %v", b.ID, store.ErrInvalid, err)
+	default:
+		return fmt.Errorf("create booking %s: %w", b.ID, err)
+	}
+}
+
+// Booking implements store.Store.
+func (s *Store) Booking(ctx context.Context, id string) (store.Booking, error) {
+	return getBooking(ctx, s.db, id)
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func getBooking(ctx context.Context, db queryRower, id string) (store.Booking, error) {
+	b, err := scanBooking(db.QueryRowContext(ctx, `SELECT `+bookingCols+` FROM bookings WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Booking{}, fmt.Errorf("booking %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Booking{}, fmt.Errorf("get booking %q: %w", id, err)
+	}
+	return b, nil
+}
+
+// ListBookings implements store.Store.
+func (s *Store) ListBookings(ctx context.Context, userID string, f store.ListFilter) ([]store.Booking, error) {
+	q := `SELECT ` + bookingCols + ` FROM bookings WHERE user_id = $1`
+	args := []any{userID}
+	if f.Status != "" {
+		if !f.Status.Valid() {
+			return nil, fmt.Errorf("list bookings: %w: unknown status %q", store.ErrInvalid, f.Status)
+		}
+		args = append(args, string(f.Status))
+		q += fmt.Sprintf(` AND status = $%d`, len(args))
+	}
+	q += ` ORDER BY starts_at, id`
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("list bookings: %w: negative limit %d", store.ErrInvalid, f.Limit)
+	}
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += fmt.Sprintf(` LIMIT $%d`, len(args))
+	}
+	return s.queryBookings(ctx, "list bookings of "+userID, q, args...)
+}
+
+// ActiveBookings implements store.Store.
+func (s *Store) ActiveBookings(ctx context.Context, resourceID string, from, to time.Time) ([]store.Booking, error) {
+	return s.queryBookings(ctx, "list active bookings of "+resourceID,
+		`SELECT `+bookingCols+` FROM bookings
+		 WHERE resource_id = $1 AND status = 'active' AND starts_at >= $2 AND starts_at < $3
+		 ORDER BY starts_at`,
+		resourceID, formatTime(from), formatTime(to))
+}
+
+func (s *Store) queryBookings(ctx context.Context, what, q string, args ...any) ([]store.Booking, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []store.Booking
+	for rows.Next() {
+		b, err := scanBooking(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// CancelBooking implements store.Store. The UPDATE only matches an active
+// row, so of racing cancels exactly one changes it; the others read back a
+// booking that is already cancelled.
+func (s *Store) CancelBooking(ctx context.Context, id string, at time.Time) (store.Booking, bool, error) {
+	if at.IsZero() {
+		return store.Booking{}, false, fmt.Errorf("cancel booking %q: %w: cancel time is unset", id, store.ErrInvalid)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Booking{}, false, fmt.Errorf("cancel booking %q: begin: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx,
+		`UPDATE bookings SET status = 'cancelled', cancelled_at = $1 WHERE id = $2 AND status = 'active'`,
+		formatTime(at), id)
+	if err != nil {
+		return store.Booking{}, false, fmt.Errorf("cancel booking %q: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return store.Booking{}, false, fmt.Errorf("cancel booking %q: %w", id, err)
+	}
+	b, err := getBooking(ctx, tx, id)
+	if err != nil {
+		return store.Booking{}, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Booking{}, false, fmt.Errorf("cancel booking %q: commit: %w", id, err)
+	}
+	return b, n == 1, nil
+}
+
+// Seed implements store.Store.
+func (s *Store) Seed(ctx context.Context, name string, at time.Time, resources []store.Resource, bookings []store.Booking) (bool, error) {
+	if name == "" {
+		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("seed %q: begin: %w", name, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var seeded, nres int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM seeds WHERE name = $1`, name).Scan(&seeded); err != nil {
+		return false, fmt.Errorf("seed %q: %w", name, err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM resources`).Scan(&nres); err != nil {
+		return false, fmt.Errorf("seed %q: %w", name, err)
+	}
+	if seeded > 0 || nres > 0 {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO seeds (name, applied_at) VALUES ($1, $2)`, name, formatTime(at)); err != nil {
+		return false, fmt.Errorf("seed %q: %w", name, err)
+	}
+	for _, r := range resources {
+		if err := insertResource(ctx, tx, r); err != nil {
+			return false, fmt.Errorf("seed %q: %w", name, err)
+		}
+	}
+	for _, b := range bookings {
+		if err := insertBooking(ctx, tx, b); err != nil {
+			return false, fmt.Errorf("seed %q: %w", name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("seed %q: commit: %w", name, err)
+	}
+	return true, nil
+}
