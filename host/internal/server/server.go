@@ -1,0 +1,273 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/mcp"
+)
+
+// Routes the server answers.
+const (
+	MCPPath    = "/api/v1/mcp"
+	HealthPath = "/healthz"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultRequestTimeout  = 30 * time.Second
+	DefaultShutdownTimeout = 15 * time.Second
+	// maxHeaderTimeout caps the time to receive request headers, however
+	// long the request timeout: headers are small, and a trickle of them is
+	// the cheapest way to hold a connection.
+	maxHeaderTimeout = 10 * time.Second
+	// writeGrace is how long after the handler's deadline a response may
+	// still be written: the handler answers a timed-out call with a result,
+	// and that answer must not be cut off by the write timeout.
+	writeGrace  = 5 * time.Second
+	idleTimeout = 2 * time.Minute
+	maxHeader   = 64 << 10
+)
+
+// Authenticator maps an Authorization header value to a principal.
+type Authenticator interface {
+	Authenticate(authorization string) (dispatch.Principal, bool)
+}
+
+// Options configures a Server.
+type Options struct {
+	// Enabled is the master switch: when false the MCP endpoint answers
+	// every request exactly like a path that does not exist.
+	Enabled bool
+	// Addr is the listen address for Start, e.g. "127.0.0.1:8080".
+	Addr string
+	// Version is the build version reported to MCP clients.
+	Version string
+	// Instructions is optional guidance for the model (see mcp.Options).
+	Instructions string
+	// MaxBodyBytes bounds a request body; 0 means mcp.DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// RequestTimeout bounds one request, from reading it to the handler's
+	// deadline; 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// ShutdownTimeout bounds the drain when Start's context ends; 0 means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// AllowedOrigins lists browser origins that may call the endpoint.
+	AllowedOrigins []string
+	// Dispatcher is the gate every call goes through. Required.
+	Dispatcher *dispatch.Dispatcher
+	// Auth authenticates bearer tokens. Required.
+	Auth Authenticator
+	// Logger receives request logs (debug) and failures; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is capgate's HTTP server: the MCP endpoint and a health check.
+type Server struct {
+	opts Options
+	echo *echo.Echo
+	http *http.Server
+	log  *slog.Logger
+}
+
+// New builds the server. It panics when Dispatcher or Auth is missing, as
+// that is a wiring mistake no request could recover from.
+func New(opts Options) *Server {
+	if opts.Dispatcher == nil || opts.Auth == nil {
+		panic("server.New: Options.Dispatcher and Options.Auth are required")
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Use(s.recoverPanics, s.logRequests)
+
+	adapter := mcp.New(opts.Dispatcher, mcp.Options{
+		Version:        opts.Version,
+		Instructions:   opts.Instructions,
+		MaxBodyBytes:   opts.MaxBodyBytes,
+		AllowedOrigins: opts.AllowedOrigins,
+		Logger:         opts.Logger,
+	})
+	endpoint := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
+		adapter.Serve(c.Response(), c.Request(), p)
+		return nil
+	})
+	timeout := withTimeout(opts.RequestTimeout)
+	// Every method reaches the same handler, so an outsider learns nothing
+	// from the status: methods echo routes get Any, and the path's
+	// not-found route catches methods it does not (which echo would
+	// otherwise answer 405, revealing the path).
+	e.Any(MCPPath, endpoint, timeout)
+	e.RouteNotFound(MCPPath, endpoint, timeout)
+	e.GET(HealthPath, health)
+	e.HEAD(HealthPath, health)
+	s.echo = e
+
+	s.http = &http.Server{
+		Addr:              opts.Addr,
+		Handler:           e,
+		ReadHeaderTimeout: min(opts.RequestTimeout, maxHeaderTimeout),
+		ReadTimeout:       opts.RequestTimeout,
+		WriteTimeout:      opts.RequestTimeout + writeGrace,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeader,
+		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+// Handler returns the HTTP handler, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Start listens on Options.Addr and serves until ctx ends, then drains
+// in-flight requests for up to Options.ShutdownTimeout.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %q: %w", s.opts.Addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends or Shutdown is called. When ctx ends it
+// drains in-flight requests for up to Options.ShutdownTimeout.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.log.Info("http server listening", slog.String("addr", ln.Addr().String()))
+	served := make(chan error, 1)
+	go func() { served <- s.http.Serve(ln) }()
+	select {
+	case err := <-served:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := s.Shutdown(drain); err != nil {
+		return err
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests to
+// finish, or for ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.log.Info("http server draining")
+	if err := s.http.Shutdown(ctx); err != nil {
+		return fmt.Errorf("drain http server: %w", err)
+	}
+	return nil
+}
+
+// principalHandler is a handler that runs only for an authenticated caller.
+type principalHandler func(echo.Context, dispatch.Principal) error
+
+// authenticated admits only callers with a known bearer token while the
+// endpoint is enabled. Everyone else gets echo's own not-found answer, byte
+// for byte, so the endpoint cannot be told from a path that does not exist.
+// The principal goes to next as an argument rather than through the echo
+// context's map, which would allocate on every request.
+func (s *Server) authenticated(next principalHandler) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !s.opts.Enabled {
+			return echo.ErrNotFound
+		}
+		authz := c.Request().Header.Get(echo.HeaderAuthorization)
+		if authz == "" {
+			return echo.ErrNotFound
+		}
+		p, ok := s.opts.Auth.Authenticate(authz)
+		if !ok {
+			return echo.ErrNotFound
+		}
+		return next(c, p)
+	}
+}
+
+// withTimeout gives the request a deadline, which the gate and the plugin
+// call observe through the context.
+func withTimeout(d time.Duration) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			c.SetRequest(r.WithContext(ctx))
+			return next(c)
+		}
+	}
+}
+
+func health(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+
+// recoverPanics turns a panic into a logged 500 instead of a dropped
+// connection. The answer is echo's generic one: no detail leaves the host.
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.LogAttrs(c.Request().Context(), slog.LevelError, "http: handler panicked",
+				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path),
+				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			err = echo.ErrInternalServerError
+		}()
+		return next(c)
+	}
+}
+
+// logRequests logs each request at debug level. The Authorization header
+// is never logged. The check comes first so a server not at debug level
+// pays nothing.
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+			return next(c)
+		}
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			// Let echo write the error now so the status logged is the one
+			// sent; the error is then spent.
+			c.Error(err)
+			err = nil
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", c.Response().Status), slog.Int64("bytes", c.Response().Size),
+			slog.Duration("duration", time.Since(start)), slog.String("remote", r.RemoteAddr))
+		return err
+	}
+}
