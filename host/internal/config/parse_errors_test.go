@@ -1,0 +1,340 @@
+package config
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, llm_connection_slug, events_buffer_size, http, log, plugins"
+
+// TestParseProblems holds one case per mistake an operator can make; each
+// names the exact lines the operator reads.
+func TestParseProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		want []string
+	}{
+		// Unknown keys, at every level that has a schema.
+		{"unknown top-level key", "listn: 127.0.0.1:80\n",
+			nil, []string{"listn: unknown key; " + topKnown + " (line 1)"}},
+		{"unknown token key", "tokens:\n  - {token: abcdefgh, rol: admin}\n",
+			nil, []string{"tokens[0].rol: unknown key; known keys are token, token_sha256, role, scope, user_id (line 2)"}},
+		{"unknown http key", "http:\n  timeout: 5s\n",
+			nil, []string{"http.timeout: unknown key; known keys are max_body_bytes, request_timeout, shutdown_timeout, allowed_origins (line 2)"}},
+		{"unknown log key", "log:\n  lvl: debug\n",
+			nil, []string{"log.lvl: unknown key; known keys are level, format (line 2)"}},
+		{"unknown plugin key", "plugins:\n  - name: a\n    path: a\n    sha265: x\n",
+			nil, []string{"plugins[0].sha265: unknown key; known keys are name, path, sha256, config (line 4)"}},
+		{"odd key quoted in path", "\"a b\": 1\n",
+			nil, []string{`["a b"]: unknown key; ` + topKnown + " (line 1)"}},
+		{"duplicate key", "listen: a:1\nlisten: b:2\n",
+			nil, []string{"listen: duplicate key (line 2)"}},
+		{"non-string key", "[a]: 1\n",
+			nil, []string{": keys must be plain strings, got a list (line 1)"}},
+
+		// Wrong shapes and types.
+		{"top level not a mapping", "- a\n",
+			nil, []string{"(top level): must be a mapping of settings, got a list (line 1)"}},
+		{"integer as word", "max_results: ten\n",
+			nil, []string{`max_results: must be an integer, got "ten" (line 1)`}},
+		{"integer as float", "max_results: 1.5\n",
+			nil, []string{"max_results: must be an integer, got 1.5 (line 1)"}},
+		{"integer as list", "events_buffer_size: [1]\n",
+			nil, []string{"events_buffer_size: must be an integer, got a list (line 1)"}},
+		{"boolean as yes", "enabled: yes\n",
+			nil, []string{`enabled: must be true or false, got "yes" (line 1)`}},
+		{"string as number", "listen: 8080\n",
+			nil, []string{"listen: must be a string, got 8080 (line 1)"}},
+		{"duration as number", "http:\n  request_timeout: 30\n",
+			nil, []string{`http.request_timeout: must be a duration such as "30s" or "1m30s", got 30 (line 2)`}},
+		{"duration as word", "http:\n  shutdown_timeout: soon\n",
+			nil, []string{`http.shutdown_timeout: must be a duration such as "30s" or "1m30s", got "soon" (line 2)`}},
+		{"http not a mapping", "http: 5\n",
+			nil, []string{"http: must be a mapping, got 5 (line 1)"}},
+		{"log not a mapping", "log: [debug]\n",
+			nil, []string{"log: must be a mapping, got a list (line 1)"}},
+		{"tokens not a list", "tokens: {a: b}\n",
+			nil, []string{"tokens: must be a list, got a mapping (line 1)"}},
+		{"plugins not a list", "plugins: x\n",
+			nil, []string{`plugins: must be a list, got "x" (line 1)`}},
+		{"roles not a mapping", "roles: [admin]\n",
+			nil, []string{"roles: must be a mapping, got a list (line 1)"}},
+		{"packs not a mapping", "packs: [booking]\n",
+			nil, []string{"packs: must be a mapping, got a list (line 1)"}},
+		{"role not a list", "roles:\n  admin: \"*\"\n",
+			nil, []string{`roles.admin: must be a list, got "*" (line 2)`}},
+		{"permission not a string", "roles:\n  admin: [{a: 1}]\n",
+			nil, []string{"roles.admin[0]: must be a string, got a mapping (line 2)"}},
+		{"pack not a boolean", "packs:\n  booking: maybe\n",
+			nil, []string{`packs.booking: must be true or false, got "maybe" (line 2)`}},
+		{"pack a mapping", "packs:\n  booking: {on: true}\n",
+			nil, []string{"packs.booking: must be true or false, got a mapping (line 2)"}},
+		{"allowed_origins not a list", "http:\n  allowed_origins: https://a.example\n",
+			nil, []string{`http.allowed_origins: must be a list, got "https://a.example" (line 2)`}},
+		{"plugin not a mapping", "plugins:\n  - ./bin/x\n",
+			nil, []string{`plugins[0]: must be a mapping with name and path, got "./bin/x" (line 2)`}},
+		{"plugin config not a mapping", "plugins:\n  - {name: a, path: a, config: [1]}\n",
+			nil, []string{"plugins[0].config: must be a mapping, got a list (line 2)"}},
+		{"plugin name not a string", "plugins:\n  - {name: [a], path: a}\n",
+			nil, []string{"plugins[0].name: must be a string, got a list (line 2)"}},
+		{"plugin config not JSON", "plugins:\n  - {name: a, path: a, config: {ratio: .inf}}\n",
+			nil, []string{"plugins[0].config: cannot be encoded as JSON: json: unsupported value: +Inf (line 2)"}},
+		{"token item a list", "tokens:\n  - [abcdefgh]\n",
+			nil, []string{"tokens[0]: must be a token or a mapping with token or token_sha256, got a list (line 2)"}},
+		{"token item null", "tokens:\n  -\n",
+			nil, []string{"tokens[0]: must be a token or a mapping with token or token_sha256, got null (line 2)"}},
+		{"token a float", "tokens:\n  - 1234.5678\n",
+			nil, []string{"tokens[0]: must be a string, got 1234.5678 (line 2)"}},
+		{"user_id a list", "tokens:\n  - {token: abcdefgh, user_id: [1]}\n",
+			nil, []string{"tokens[0].user_id: must be a string, got a list (line 2)"}},
+
+		// Scopes and roles.
+		{"bad token scope", "tokens:\n  - {token: abcdefgh, scope: write}\n",
+			nil, []string{`tokens[0].scope: must be one of read, action, admin, got "write" (line 2)`}},
+		{"bad default scope", "default_scope: Read\n",
+			nil, []string{`default_scope: must be one of read, action, admin, got "Read" (line 1)`}},
+		{"unknown token role", "roles:\n  admin: ['*']\n  viewer: []\ntokens:\n  - {token: abcdefgh, role: root}\n",
+			nil, []string{`tokens[0].role: role "root" is not defined under roles (defined: admin, viewer) (line 5)`}},
+		{"unknown role with no roles", "tokens:\n  - {token: abcdefgh, role: root}\n",
+			nil, []string{`tokens[0].role: role "root" is not defined under roles (no roles are defined) (line 2)`}},
+		{"unknown default role", "default_role: viewer\n",
+			nil, []string{`default_role: role "viewer" is not defined under roles (no roles are defined) (line 1)`}},
+		{"bad role name", "roles:\n  Admin: []\n",
+			nil, []string{"roles.Admin: role name must match [a-z][a-z0-9_-]* (line 2)"}},
+		{"bad permission", "roles:\n  admin: ['booking*']\n",
+			nil, []string{`roles.admin[0]: must be a permission such as "booking.read", "booking.*" or "*", got "booking*" (line 2)`}},
+		{"bad pack name", "packs:\n  my-pack: true\n",
+			nil, []string{"packs.my-pack: pack name must match [a-z][a-z0-9_]* (line 2)"}},
+
+		// Tokens.
+		{"both token fields", "tokens:\n  - token: abcdefgh\n    token_sha256: " + strings.Repeat("a", 64) + "\n",
+			nil, []string{"tokens[0]: set exactly one of token and token_sha256, not both (line 2)"}},
+		{"neither token field", "tokens:\n  - {scope: read}\n",
+			nil, []string{"tokens[0]: set exactly one of token and token_sha256 (line 2)"}},
+		{"sha256 too short", "tokens:\n  - token_sha256: abc123\n",
+			nil, []string{"tokens[0].token_sha256: must be 64 hexadecimal characters (a SHA-256 digest) (line 2)"}},
+		{"sha256 not hex", "tokens:\n  - token_sha256: " + strings.Repeat("g", 64) + "\n",
+			nil, []string{"tokens[0].token_sha256: must be 64 hexadecimal characters (a SHA-256 digest) (line 2)"}},
+		{"token too short", "tokens:\n  - abc\n",
+			nil, []string{"tokens[0]: must be at least 8 characters (line 2)"}},
+		{"token too long", "tokens:\n  - " + strings.Repeat("t", 513) + "\n",
+			nil, []string{"tokens[0]: must be at most 512 characters (line 2)"}},
+		{"token bad character", "tokens:\n  - {token: 'secret:token'}\n",
+			nil, []string{"tokens[0].token: may contain only letters, digits and - . _ ~ + / followed by optional = padding (RFC 6750 b64token) (line 2)"}},
+		{"token padding inside", "tokens:\n  - secret=token\n",
+			nil, []string{"tokens[0]: may contain only letters, digits and - . _ ~ + / followed by optional = padding (RFC 6750 b64token) (line 2)"}},
+		{"duplicate plain tokens", "tokens:\n  - abcdefgh\n  - other-token\n  - abcdefgh\n",
+			nil, []string{"tokens[2]: same token as tokens[0]; each token must be distinct (line 4)"}},
+		{"duplicate plain and hashed", "tokens:\n  - abcdefgh\n  - token_sha256: " + strings.ToUpper(HashTokenForTest("abcdefgh")) + "\n",
+			nil, []string{"tokens[1]: same token as tokens[0]; each token must be distinct (line 3)"}},
+
+		// Plugins.
+		{"duplicate plugin names", "plugins:\n  - {name: a, path: a}\n  - {name: b, path: b}\n  - {name: a, path: c}\n",
+			nil, []string{`plugins[2].name: duplicate plugin name "a" (also plugins[0]) (line 4)`}},
+		{"plugin without name and path", "plugins:\n  - {sha256: null}\n",
+			nil, []string{"plugins[0].name: required (line 2)", "plugins[0].path: required (line 2)"}},
+		{"bad plugin name", "plugins:\n  - {name: My.Plugin, path: a}\n",
+			nil, []string{`plugins[0].name: must match [a-z][a-z0-9_-]*, got "My.Plugin" (line 2)`}},
+		{"empty plugin path", "plugins:\n  - {name: a, path: ''}\n",
+			nil, []string{"plugins[0].path: must not be empty (line 2)"}},
+		{"bad plugin sha256", "plugins:\n  - {name: a, path: a, sha256: 1234}\n",
+			nil, []string{"plugins[0].sha256: must be a string, got 1234 (line 2)"}},
+		{"short plugin sha256", "plugins:\n  - {name: a, path: a, sha256: beef}\n",
+			nil, []string{"plugins[0].sha256: must be 64 hexadecimal characters (a SHA-256 digest) (line 2)"}},
+
+		// Values out of range.
+		{"listen without port", "listen: localhost\n",
+			nil, []string{`listen: must be host:port such as 127.0.0.1:8080, got "localhost" (line 1)`}},
+		{"listen port too big", "listen: 127.0.0.1:99999\n",
+			nil, []string{`listen: port must be a number from 0 to 65535, got "99999" (line 1)`}},
+		{"listen port named", "listen: 127.0.0.1:http\n",
+			nil, []string{`listen: port must be a number from 0 to 65535, got "http" (line 1)`}},
+		{"empty data_dir", "data_dir: ''\n",
+			nil, []string{"data_dir: must not be empty (line 1)"}},
+		{"max_results zero", "max_results: 0\n",
+			nil, []string{"max_results: must be between 1 and 1000, got 0 (line 1)"}},
+		{"max_results too big", "max_results: 1001\n",
+			nil, []string{"max_results: must be between 1 and 1000, got 1001 (line 1)"}},
+		{"events buffer too big", "events_buffer_size: 1000001\n",
+			nil, []string{"events_buffer_size: must be between 1 and 1000000, got 1000001 (line 1)"}},
+		{"body limit zero", "http: {max_body_bytes: 0}\n",
+			nil, []string{"http.max_body_bytes: must be between 1 and 67108864, got 0 (line 1)"}},
+		{"body limit over 64 MiB", "http: {max_body_bytes: 67108865}\n",
+			nil, []string{"http.max_body_bytes: must be between 1 and 67108864, got 67108865 (line 1)"}},
+		{"zero request timeout", "http: {request_timeout: 0s}\n",
+			nil, []string{"http.request_timeout: must be greater than zero, got 0s (line 1)"}},
+		{"negative shutdown timeout", "http: {shutdown_timeout: -1s}\n",
+			nil, []string{"http.shutdown_timeout: must be greater than zero, got -1s (line 1)"}},
+		{"bad log level", "log: {level: loud}\n",
+			nil, []string{`log.level: must be one of debug, info, warn, error, got "loud" (line 1)`}},
+		{"bad log format", "log: {format: xml}\n",
+			nil, []string{`log.format: must be text or json, got "xml" (line 1)`}},
+		{"wildcard origin", "http: {allowed_origins: ['*']}\n",
+			nil, []string{`http.allowed_origins[0]: must be an origin such as https://app.example.com or http://localhost:3000, got "*" (line 1)`}},
+		{"bad origins", "http:\n  allowed_origins:\n    - https://a.example/app\n    - ftp://a.example\n    - https://\n    - https://u@a.example\n    - https://a.example?x=1\n    - https://a.example:0\n",
+			nil, []string{
+				`http.allowed_origins[0]: must be an origin such as https://app.example.com or http://localhost:3000, got "https://a.example/app" (line 3)`,
+				`http.allowed_origins[1]: must be an origin such as https://app.example.com or http://localhost:3000, got "ftp://a.example" (line 4)`,
+				`http.allowed_origins[2]: must be an origin such as https://app.example.com or http://localhost:3000, got "https://" (line 5)`,
+				`http.allowed_origins[3]: must be an origin such as https://app.example.com or http://localhost:3000, got "https://u@a.example" (line 6)`,
+				`http.allowed_origins[4]: must be an origin such as https://app.example.com or http://localhost:3000, got "https://a.example?x=1" (line 7)`,
+				`http.allowed_origins[5]: must be an origin such as https://app.example.com or http://localhost:3000, got "https://a.example:0" (line 8)`,
+			}},
+
+		// ${VAR} references.
+		{"unset variable", "tokens:\n  - token: ${CG_TEST_UNSET}\n",
+			nil, []string{"tokens[0].token: environment variable CG_TEST_UNSET is not set (write ${CG_TEST_UNSET:-default} to give a default) (line 2)"}},
+		{"unset variable in plugin config", "plugins:\n  - name: a\n    path: a\n    config:\n      db: {Password: '${CG_TEST_UNSET}'}\n",
+			nil, []string{"plugins[0].config.db.Password: environment variable CG_TEST_UNSET is not set (write ${CG_TEST_UNSET:-default} to give a default) (line 5)"}},
+		{"unterminated reference", "llm_connection_slug: ${CG_TEST\n",
+			nil, []string{`llm_connection_slug: unterminated "${CG_TEST": a reference is written ${NAME} or ${NAME:-default} (line 1)`}},
+		{"bad variable name", "data_dir: ${1DIR}\n",
+			nil, []string{"data_dir: invalid reference ${1DIR}: a variable name is letters, digits and _, not starting with a digit (line 1)"}},
+		{"expanded value wrong type", "max_results: ${CG_TEST_N}\n",
+			map[string]string{"CG_TEST_N": "many"}, []string{`max_results: must be an integer, got "many" (line 1)`}},
+
+		// Environment variables.
+		{"bad env integer", "max_results: 10\n",
+			map[string]string{"CAPGATE_MAX_RESULTS": "ten"}, []string{`max_results: must be an integer, got "ten" (from CAPGATE_MAX_RESULTS)`}},
+		{"bad env boolean", "",
+			map[string]string{"CAPGATE_ENABLED": "maybe"}, []string{`enabled: must be true or false, got "maybe" (from CAPGATE_ENABLED)`}},
+		{"bad env duration", "",
+			map[string]string{"CAPGATE_HTTP_REQUEST_TIMEOUT": "soon"}, []string{`http.request_timeout: must be a duration such as "30s" or "1m30s", got "soon" (from CAPGATE_HTTP_REQUEST_TIMEOUT)`}},
+		{"bad env listen", "listen: 127.0.0.1:80\n",
+			map[string]string{"CAPGATE_LISTEN": "nowhere"}, []string{`listen: must be host:port such as 127.0.0.1:8080, got "nowhere" (from CAPGATE_LISTEN)`}},
+		{"bad env range", "",
+			map[string]string{"CAPGATE_EVENTS_BUFFER_SIZE": "0"}, []string{"events_buffer_size: must be between 1 and 1000000, got 0 (from CAPGATE_EVENTS_BUFFER_SIZE)"}},
+		{"bad env scope", "",
+			map[string]string{"CAPGATE_DEFAULT_SCOPE": "write"}, []string{`default_scope: must be one of read, action, admin, got "write" (from CAPGATE_DEFAULT_SCOPE)`}},
+		{"bad env role", "",
+			map[string]string{"CAPGATE_DEFAULT_ROLE": "root"}, []string{`default_role: role "root" is not defined under roles (no roles are defined) (from CAPGATE_DEFAULT_ROLE)`}},
+		{"bad env log level", "",
+			map[string]string{"CAPGATE_LOG_LEVEL": "loud"}, []string{`log.level: must be one of debug, info, warn, error, got "loud" (from CAPGATE_LOG_LEVEL)`}},
+		{"bad env pack value", "packs: {booking: false}\n",
+			map[string]string{"CAPGATE_PACKS_BOOKING": "perhaps"}, []string{`packs.booking: must be true or false, got "perhaps" (from CAPGATE_PACKS_BOOKING)`}},
+		{"lower-case pack variable", "",
+			map[string]string{"CAPGATE_PACKS_booking": "true"}, []string{"packs.booking: write the variable in upper case, as CAPGATE_PACKS_BOOKING (from CAPGATE_PACKS_booking)"}},
+		{"bad pack name in variable", "",
+			map[string]string{"CAPGATE_PACKS_MY-PACK": "true"}, []string{"packs.my-pack: pack name must match [a-z][a-z0-9_]* (from CAPGATE_PACKS_MY-PACK)"}},
+
+		// YAML features.
+		{"bad merge", "http:\n  <<: 5\n",
+			nil, []string{"http[\"<<\"]: must be a mapping or a list of mappings, got 5 (line 2)"}},
+		{"bad merge item", "http:\n  <<: [5]\n",
+			nil, []string{"http[\"<<\"]: must be a mapping or a list of mappings, got 5 (line 2)"}},
+		{"extension block still checked for references", "x-common: &c {a: 1}\nlog:\n  <<: *c\n",
+			nil, []string{"log.a: unknown key; known keys are level, format (line 1)"}},
+
+		// Many problems at once come back together, in file order, with
+		// the environment's last.
+		{"every problem at once", "max_results: ten\nlistn: x\ntokens:\n  - abc\n",
+			map[string]string{"CAPGATE_LOG_FORMAT": "xml"}, []string{
+				`max_results: must be an integer, got "ten" (line 1)`,
+				"listn: unknown key; " + topKnown + " (line 2)",
+				"tokens[0]: must be at least 8 characters (line 4)",
+				`log.format: must be text or json, got "xml" (from CAPGATE_LOG_FORMAT)`,
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isolateEnv(t, tt.env)
+			cfg, err := Parse([]byte(tt.yaml), "/etc/capgate")
+			if err == nil {
+				t.Fatalf("accepted: %+v", cfg)
+			}
+			if cfg != nil {
+				t.Errorf("returned a config with the error")
+			}
+			if got := problemLines(t, err); !slices.Equal(got, tt.want) {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestProblemsNeverShowTokens: a mistyped token is still a secret.
+func TestProblemsNeverShowTokens(t *testing.T) {
+	isolateEnv(t, nil)
+	secrets := []string{"s3cr:t-value", "dup-secret-1", "tiny"}
+	yaml := "tokens:\n  - '" + secrets[0] + "'\n  - " + secrets[1] + "\n  - " + secrets[1] + "\n  - {token: " + secrets[2] + ", scope: x}\n"
+	_, err := Parse([]byte(yaml), "")
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	if n := len(problemLines(t, err)); n != 4 {
+		t.Fatalf("want 4 problems, got %d:\n%v", n, err)
+	}
+	for _, s := range secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("error shows token %q:\n%v", s, err)
+		}
+	}
+}
+
+func TestParseSyntaxErrors(t *testing.T) {
+	tests := []struct{ name, yaml, want string }{
+		{"bad indentation", "listen: a\n  b: c\n", "config: yaml: line 2: mapping values are not allowed in this context"},
+		{"two documents", "listen: a:1\n---\nlisten: b:2\n", "config: line 2: a config file holds one YAML document, found a second"},
+		{"unclosed flow list", "tokens: [abcdefgh\n", "config: yaml: line 1: did not find expected ',' or ']'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isolateEnv(t, nil)
+			_, err := Parse([]byte(tt.yaml), "")
+			var cerr *Error
+			if err == nil || errors.As(err, &cerr) {
+				t.Fatalf("err = %v, want a syntax error", err)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("err = %q\nwant  %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAliasLimits(t *testing.T) {
+	// Each level multiplies the one before by ten: 10^7 values in all.
+	var b strings.Builder
+	b.WriteString("x-l0: &l0 [a, a, a, a, a, a, a, a, a, a]\n")
+	for i := 1; i <= 6; i++ {
+		b.WriteString("x-l" + string(rune('0'+i)) + ": &l" + string(rune('0'+i)) + " [")
+		for j := range 10 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("*l" + string(rune('0'+i-1)))
+		}
+		b.WriteString("]\n")
+	}
+	b.WriteString("plugins:\n  - name: a\n    path: a\n    config: {big: *l6}\n")
+	isolateEnv(t, nil)
+	_, err := Parse([]byte(b.String()), "")
+	got := problemLines(t, err)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "plugins[0].config.big[") ||
+		!strings.HasSuffix(got[0], ": plugin config blocks expand to more than 1000000 values (line 1)") {
+		t.Errorf("got %q, want one problem about the expansion limit inside plugins[0].config.big", got)
+	}
+}
+
+func TestNestingLimits(t *testing.T) {
+	deep := strings.Repeat("[", 70) + strings.Repeat("]", 70)
+	tests := []struct{ name, yaml, prefix string }{
+		{"alias inside itself", "plugins:\n  - name: a\n    path: a\n    config: &x {a: *x}\n", "plugins[0].config.a.a.a."},
+		{"merge of itself", "log: &x {<<: *x}\n", "log"},
+		{"deep lists", "plugins:\n  - name: a\n    path: a\n    config: {a: " + deep + "}\n", "plugins[0].config.a[0][0][0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			isolateEnv(t, nil)
+			_, err := Parse([]byte(tt.yaml), "")
+			got := problemLines(t, err)
+			if len(got) != 1 || !strings.HasPrefix(got[0], tt.prefix) || !strings.Contains(got[0], ": nested too deeply (line ") {
+				t.Errorf("got %q, want one \"nested too deeply\" problem under %s", got, tt.prefix)
+			}
+		})
+	}
+}
