@@ -129,6 +129,7 @@ func startCapgate(ctx context.Context, binDir, workDir string, timeout time.Dura
 
 	cmd := exec.Command(filepath.Join(abs, capgateBin), "serve", "-c", cfgPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = childEnv(os.Environ())
 	// Own process group, so the plugins it starts can be stopped with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -207,6 +208,18 @@ func (p *capgateProc) stop() error {
 	}
 	<-p.exited
 	return err
+}
+
+// childEnv is the environment capgate runs with: this one without
+// CAPGATE_* variables, which would override the bench's configuration.
+func childEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "CAPGATE_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // freePort asks the kernel for a free loopback port.

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func measured(rps float64) *row {
+	return &row{res: &result{rps: rps, requests: 100, checked: 100, p50: time.Millisecond, p99: 3 * time.Millisecond}}
+}
+
+func TestTargetLine(t *testing.T) {
+	all := allKeys
+	for name, tc := range map[string]struct {
+		rows     map[string]*row
+		selected []string
+		tgt      target
+		want     string
+	}{
+		"pass":         {map[string]*row{keyCapgate: measured(300), keyGoSDK: measured(100)}, all, target{keyGoSDK, 3}, "PASS"},
+		"fail":         {map[string]*row{keyCapgate: measured(299), keyGoSDK: measured(100)}, all, target{keyGoSDK, 3}, "FAIL"},
+		"equal passes": {map[string]*row{keyCapgate: measured(100), keyMCPGo: measured(100)}, all, target{keyMCPGo, 1}, "PASS"},
+		"skipped":      {map[string]*row{keyCapgate: measured(100)}, []string{keyCapgate}, target{keyMCPGo, 1}, "SKIP"},
+		"not measured": {map[string]*row{keyMCPGo: measured(100), keyCapgate: {err: errTest}}, all, target{keyMCPGo, 1}, "FAIL"},
+		"invalid run":  {map[string]*row{keyMCPGo: measured(100), keyCapgate: {res: &result{rps: 1e6, requests: 10, checked: 10, bad: 1}}}, all, target{keyMCPGo, 1}, "FAIL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := targetLine(tc.tgt, tc.rows, tc.selected)
+			if !strings.HasPrefix(got, tc.want+" ") {
+				t.Errorf("got %q, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReportTable(t *testing.T) {
+	rows := map[string]*row{keyCapgate: measured(20000), keyEcho: measured(60000), keyGoSDK: measured(5000), keyMCPGo: measured(25000), keyBooking: {err: errTest}}
+	var b bytes.Buffer
+	report(&b, environment{wrk: "wrk x", threads: 2, connections: 64, warmup: "2s", duration: "10s"}, rows, allKeys)
+	out := b.String()
+	for _, want := range []string{"20,000", "3.00×", "0.25×", "1.25×", "FAILED", "PASS  capgate ≥ 3× go-sdk", "FAIL  capgate ≥ mcp-go", "booking.get FAILED: test failure"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for f, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 65432.6: "65,433", 1234567: "1,234,567"} {
+		if got := thousands(f); got != want {
+			t.Errorf("thousands(%v) = %s, want %s", f, got, want)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-only", "mcp-go, capgate,mcp-go", "-connections", "1"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.only, ",") != "mcp-go,capgate" || o.threads != 1 {
+		t.Errorf("only, threads = %v, %d", o.only, o.threads)
+	}
+	for _, bad := range [][]string{{"-only", "nginx"}, {"-duration", "10ms"}, {"-connections", "0"}, {"extra"}} {
+		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+type testError struct{}
+
+func (testError) Error() string { return "test failure" }
+
+var errTest error = testError{}
