@@ -1,0 +1,422 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The demo principals every test config carries: the same shape as the
+// project's demo config, so what a test proves about a token is what an
+// operator sees with the demo file.
+const (
+	tokenAlice   = "demo-alice"   // customer, action, bound to alice
+	tokenBob     = "demo-bob"     // customer, action, bound to bob
+	tokenReader  = "demo-reader"  // customer, read, bound to alice
+	tokenService = "demo-service" // customer, action, bound to no user
+	tokenGuest   = "demo-guest"   // guest, read
+	tokenAdmin   = "demo-admin"   // admin, admin, bound to ops
+)
+
+const mcpPath = "/api/v1/mcp"
+
+var (
+	binDir    string // holds the binaries built for this test process
+	buildOnce sync.Once
+	hostBin   string
+	pluginBin string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "capgate-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// inCI reports whether the run is CI's, where a test that cannot run must
+// fail rather than skip.
+func inCI() bool { return os.Getenv("CI") == "true" }
+
+// needE2E skips the calling test under -short outside CI: these tests build
+// and start real processes.
+func needE2E(t *testing.T) {
+	t.Helper()
+	if testing.Short() && !inCI() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+}
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found above the e2e package: %v", err)
+	}
+	return root
+}
+
+// binaries builds the host and the booking plugin once per test process.
+// The host is built with -race when the tests are, so a data race in the
+// serving path fails the run (the race detector makes the process exit 66).
+func binaries(t *testing.T) (host, plugin string) {
+	t.Helper()
+	root := repoRoot(t)
+	buildOnce.Do(func() {
+		hostArgs := []string{"build", "-o", filepath.Join(binDir, "capgate")}
+		if raceEnabled {
+			hostArgs = append(hostArgs, "-race")
+		}
+		hostArgs = append(hostArgs, "./host/cmd/capgate")
+		pluginArgs := []string{"build", "-o", filepath.Join(binDir, "capgate-plugin-booking"), "./plugins/booking"}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, args := range [][]string{hostArgs, pluginArgs} {
+			wg.Go(func() {
+				cmd := exec.Command("go", args...)
+				cmd.Dir = root
+				if out, err := cmd.CombinedOutput(); err != nil {
+					errs[i] = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+			})
+		}
+		wg.Wait()
+		buildErr = errors.Join(errs...)
+		hostBin = filepath.Join(binDir, "capgate")
+		pluginBin = filepath.Join(binDir, "capgate-plugin-booking")
+	})
+	if buildErr != nil {
+		t.Fatalf("building the binaries under test:\n%v", buildErr)
+	}
+	return hostBin, pluginBin
+}
+
+// host is one running capgate process.
+type host struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:PORT
+	plugin string // this host's own path of the plugin binary
+	log    string // file holding the host's stdout and stderr
+	done   chan struct{}
+	state  *os.ProcessState // set when done is closed
+	werr   error
+}
+
+// hostConfig is the test configuration: the demo config's tokens, roles and
+// pack, with this test's port, data directory and plugin path.
+func hostConfig(port int, dataDir, plugin, extra string) string {
+	return fmt.Sprintf(`enabled: true
+listen: 127.0.0.1:%d
+data_dir: %s
+log:
+  level: debug
+tokens:
+  - {token: %s, role: customer, scope: action, user_id: alice}
+  - {token: %s, role: customer, scope: action, user_id: bob}
+  - {token: %s, role: customer, scope: read, user_id: alice}
+  - {token: %s, role: customer, scope: action}
+  - {token: %s, role: guest, scope: read}
+  - {token: %s, role: admin, scope: admin, user_id: ops}
+roles:
+  customer: [booking.read, booking.write, catalogue.read]
+  guest: [catalogue.read]
+  admin: ["*"]
+packs: {booking: true}
+plugins:
+  - {name: booking, path: %s, config: {seed: demo}}
+%s`, port, strconv.Quote(dataDir),
+		tokenAlice, tokenBob, tokenReader, tokenService, tokenGuest, tokenAdmin,
+		strconv.Quote(plugin), extra)
+}
+
+// startHost starts `capgate serve` on a fresh port with a fresh data
+// directory (so the booking seed is new) and waits for GET /healthz. extra
+// is appended to the config file. When the test ends the host is stopped
+// with SIGTERM and must exit 0 leaving no plugin process behind.
+func startHost(t *testing.T, extra string) *host {
+	t.Helper()
+	hostPath, pluginPath := binaries(t)
+	dir := t.TempDir()
+	// Each host runs its own link of the plugin binary, so the plugin
+	// processes found by path are this host's and no other's.
+	plugin := filepath.Join(dir, "capgate-plugin-booking")
+	if err := os.Link(pluginPath, plugin); err != nil {
+		copyFile(t, pluginPath, plugin)
+	}
+	port := freePort(t)
+	cfg := filepath.Join(dir, "capgate.yaml")
+	if err := os.WriteFile(cfg, []byte(hostConfig(port, filepath.Join(dir, "data"), plugin, extra)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "capgate.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+
+	cmd := exec.Command(hostPath, "serve", "-c", cfg)
+	cmd.Dir = dir
+	cmd.Env = hostEnv()
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting capgate: %v", err)
+	}
+	h := &host{t: t, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), plugin: plugin, log: logPath, done: make(chan struct{})}
+	go func() {
+		h.werr = cmd.Wait()
+		h.state = cmd.ProcessState
+		close(h.done)
+	}()
+	t.Cleanup(h.stop)
+	h.waitHealthy()
+	return h
+}
+
+// hostEnv is the test process's environment without CAPGATE_* variables,
+// which would override the test config.
+func hostEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CAPGATE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func (h *host) url() string { return h.base + mcpPath }
+
+func (h *host) waitHealthy() {
+	h.t.Helper()
+	deadline := time.Now().Add(90 * time.Second) // a -race build starts slowly on 2 cores
+	for time.Now().Before(deadline) {
+		select {
+		case <-h.done:
+			h.t.Fatalf("capgate exited before it was healthy (%v); log:\n%s", h.werr, h.logText())
+		default:
+		}
+		resp, err := http.Get(h.base + "/healthz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Fatalf("capgate not healthy at %s/healthz after 90s; log:\n%s", h.base, h.logText())
+}
+
+// terminate sends SIGTERM and waits up to timeout for the host to exit. It
+// reports whether the host exited by itself.
+func (h *host) terminate(timeout time.Duration) bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+	}
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// stop ends the host and checks what every test expects of a stop: the
+// host exits 0 on SIGTERM and no plugin process outlives it. Plugin
+// processes left over are ended (by PID) so they cannot leak into the rest
+// of the run.
+func (h *host) stop() {
+	t := h.t
+	if !h.terminate(30 * time.Second) {
+		t.Errorf("capgate did not exit within 30s of SIGTERM; killing it")
+		h.cmd.Process.Kill()
+		<-h.done
+	} else if code := h.state.ExitCode(); code != 0 {
+		t.Errorf("capgate exited with code %d on SIGTERM (%v), want 0", code, h.werr)
+	}
+	if left := pluginProcs(h.plugin); len(left) > 0 {
+		t.Errorf("plugin processes left after the host exited: %v", left)
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	logText := h.logText()
+	if strings.Contains(logText, "WARNING: DATA RACE") {
+		t.Errorf("the race detector reported a data race in capgate")
+	}
+	if t.Failed() {
+		t.Logf("capgate log (%s):\n%s", h.log, logText)
+	}
+}
+
+// logText is the host's output so far, trimmed to its last 64 KiB.
+func (h *host) logText() string {
+	b, err := os.ReadFile(h.log)
+	if err != nil {
+		return fmt.Sprintf("(log unreadable: %v)", err)
+	}
+	const max = 64 << 10
+	if len(b) > max {
+		b = append([]byte("…\n"), b[len(b)-max:]...)
+	}
+	return string(b)
+}
+
+// pluginProcs lists the live processes running the binary at path, found
+// through /proc/PID/exe. Zombies have no exe link and are not listed.
+func pluginProcs(path string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil {
+			continue
+		}
+		if strings.TrimSuffix(exe, " (deleted)") == path {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bearerTransport adds the Authorization header to every request; it is how
+// the Go SDK client presents a token.
+type bearerTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+func bearerClient(token string) *http.Client {
+	return &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}}
+}
+
+// authProxy is a reverse proxy to the host that adds the bearer token to
+// every request, for clients that cannot send one (the conformance suite).
+// It passes the client's Host and Origin headers through unchanged, so the
+// host's DNS-rebinding checks see what the client sent.
+func authProxy(t *testing.T, h *host, token string) *httptest.Server {
+	t.Helper()
+	target, err := url.Parse(h.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Set("Authorization", "Bearer "+token)
+		},
+		FlushInterval: -1, // stream SSE responses as they come
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// jsDir is the npm project with the JavaScript tools.
+func jsDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.Abs("js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// nodeBin is the Node 22 binary the npm project installs. Without it the
+// test skips, or fails in CI.
+func nodeBin(t *testing.T) string {
+	t.Helper()
+	node := filepath.Join(jsDir(t), "node_modules", "node", "bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		msg := fmt.Sprintf("%s missing: run `npm ci` in host/e2e/js", node)
+		if inCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return node
+}
+
+// runNode runs a Node script from the npm project and returns its stdout;
+// stderr goes to the test log.
+func runNode(t *testing.T, ctx context.Context, args ...string) (stdout []byte, err error) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, nodeBin(t), args...)
+	cmd.Dir = jsDir(t)
+	var out, errb bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &errb
+	err = cmd.Run()
+	if errb.Len() > 0 {
+		t.Logf("node %s stderr:\n%s", strings.Join(args, " "), errb.String())
+	}
+	return out.Bytes(), err
+}

@@ -1,0 +1,94 @@
+// client.mjs drives a running capgate MCP endpoint with the official
+// TypeScript SDK client and prints what it saw as one JSON object on stdout.
+// It asserts nothing itself: the Go test TestTypeScriptClient reads the
+// output and decides. It exits non-zero only when the session itself breaks
+// (connect, list or an unexpected throw), with the error on stderr.
+//
+//   node client.mjs --url http://127.0.0.1:PORT/api/v1/mcp \
+//     --token demo-alice --other-token demo-bob
+//
+// Steps, all over StreamableHTTPClientTransport with the bearer token sent
+// through requestInit headers:
+//  1. connect as --token, list the tools;
+//  2. call booking.list and pick the caller's first booked booking;
+//  3. call booking.cancel on it;
+//  4. connect as --other-token, call booking.list to learn one of its
+//     bookings, then (as --token again) call booking.cancel on that one and
+//     record the MCP error (code, message, data).
+import { parseArgs } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+
+const { values: args } = parseArgs({
+  options: {
+    url: { type: 'string' },
+    token: { type: 'string' },
+    'other-token': { type: 'string' },
+  },
+});
+for (const name of ['url', 'token', 'other-token']) {
+  if (!args[name]) {
+    console.error(`client.mjs: --${name} is required`);
+    process.exit(2);
+  }
+}
+
+async function connect(token) {
+  const client = new Client({ name: 'capgate-e2e-ts', version: '0.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(args.url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+// payload returns a tool result's structured content, or the JSON in its
+// first text block when the server sent none.
+function payload(result) {
+  if (result.structuredContent !== undefined) return result.structuredContent;
+  const text = result.content?.find((c) => c.type === 'text')?.text;
+  try {
+    return text === undefined ? null : JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+// call records a tools/call outcome either as a result or as the JSON-RPC
+// error the SDK raised for it.
+async function call(client, name, args) {
+  try {
+    const result = await client.callTool({ name, arguments: args });
+    return { isError: result.isError === true, data: payload(result), result };
+  } catch (err) {
+    if (err instanceof McpError) {
+      return { error: { code: err.code, message: err.message, data: err.data ?? null } };
+    }
+    throw err;
+  }
+}
+
+const out = {};
+const me = await connect(args.token);
+out.serverVersion = me.client.getServerVersion() ?? null;
+out.protocolVersion = me.transport.protocolVersion ?? null;
+out.tools = (await me.client.listTools()).tools.map((t) => t.name).sort();
+
+out.list = await call(me.client, 'booking.list', {});
+const mine = out.list.data?.bookings?.find((b) => b.status !== 'cancelled');
+out.ownBookingId = mine?.id ?? null;
+if (mine) {
+  out.cancelOwn = await call(me.client, 'booking.cancel', { id: mine.id });
+}
+
+const other = await connect(args['other-token']);
+const theirs = (await call(other.client, 'booking.list', {})).data?.bookings?.[0];
+out.otherBookingId = theirs?.id ?? null;
+await other.client.close();
+if (theirs) {
+  out.cancelOther = await call(me.client, 'booking.cancel', { id: theirs.id });
+}
+await me.client.close();
+
+process.stdout.write(JSON.stringify(out, null, 2) + '\n');

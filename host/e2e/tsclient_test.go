@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+)
+
+// tsCall is how js/client.mjs reports one tools/call.
+type tsCall struct {
+	IsError bool            `json:"isError"`
+	Data    json.RawMessage `json:"data"`
+	Error   *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// TestTypeScriptClient drives the host with the official TypeScript SDK
+// client (js/client.mjs) as alice and checks what it saw: her tools, her
+// bookings, a cancel of her own booking that really happened, and the
+// ownership refusal on bob's booking, which stays booked.
+func TestTypeScriptClient(t *testing.T) {
+	needE2E(t)
+	nodeBin(t)
+	h := startHost(t, "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stdout, err := runNode(t, ctx, "client.mjs", "--url", h.url(), "--token", tokenAlice, "--other-token", tokenBob)
+	if err != nil {
+		t.Fatalf("client.mjs: %v; stdout:\n%s", err, stdout)
+	}
+	t.Logf("client.mjs:\n%s", stdout)
+	var out struct {
+		ServerVersion   *struct{ Name string } `json:"serverVersion"`
+		ProtocolVersion string                 `json:"protocolVersion"`
+		Tools           []string               `json:"tools"`
+		List            tsCall                 `json:"list"`
+		OwnBookingID    string                 `json:"ownBookingId"`
+		CancelOwn       *tsCall                `json:"cancelOwn"`
+		OtherBookingID  string                 `json:"otherBookingId"`
+		CancelOther     *tsCall                `json:"cancelOther"`
+	}
+	if err := json.Unmarshal(stdout, &out); err != nil {
+		t.Fatalf("client.mjs output is not the expected JSON: %v", err)
+	}
+
+	if out.ServerVersion == nil || out.ServerVersion.Name == "" {
+		t.Errorf("the client saw no serverInfo")
+	}
+	if !slices.Contains(protocolVersions, out.ProtocolVersion) {
+		t.Errorf("negotiated protocol version %q, want one of %q", out.ProtocolVersion, protocolVersions)
+	}
+	if !slices.Equal(out.Tools, bookingAll) {
+		t.Errorf("tools as alice = %q, want %q", out.Tools, bookingAll)
+	}
+
+	var list struct {
+		Bookings []booking `json:"bookings"`
+	}
+	if out.List.IsError || out.List.Error != nil || json.Unmarshal(out.List.Data, &list) != nil {
+		t.Fatalf("booking.list failed: %+v", out.List)
+	}
+	if len(list.Bookings) != 2 {
+		t.Errorf("booking.list as alice: %d bookings, want the 2 seeded", len(list.Bookings))
+	}
+	if out.OwnBookingID == "" || statusOf(list.Bookings, out.OwnBookingID) == "" {
+		t.Fatalf("client picked own booking %q, not one of %+v", out.OwnBookingID, list.Bookings)
+	}
+
+	if c := out.CancelOwn; c == nil || c.IsError || c.Error != nil {
+		t.Errorf("booking.cancel of alice's own booking failed: %+v", c)
+	} else {
+		var res struct {
+			AlreadyCancelled bool `json:"already_cancelled"`
+		}
+		if err := json.Unmarshal(c.Data, &res); err != nil || res.AlreadyCancelled {
+			t.Errorf("booking.cancel of alice's own booking returned %s", c.Data)
+		}
+	}
+
+	if out.OtherBookingID == "" {
+		t.Fatalf("client found no booking of bob's")
+	}
+	if c := out.CancelOther; c == nil || c.Error == nil {
+		t.Errorf("booking.cancel of bob's booking as alice: %+v, want an MCP error", c)
+	} else {
+		var data struct {
+			Step string `json:"step"`
+		}
+		json.Unmarshal(c.Error.Data, &data)
+		if c.Error.Code != -32003 || data.Step != "ownership" {
+			t.Errorf("booking.cancel of bob's booking as alice: error %d %q data %s, want -32003 with step ownership",
+				c.Error.Code, c.Error.Message, c.Error.Data)
+		}
+	}
+
+	// What the client did, checked from the outside with the Go SDK.
+	version := out.ProtocolVersion
+	if !slices.Contains(protocolVersions, version) {
+		version = protocolVersions[0]
+	}
+	if st := statusOf(listBookings(t, connect(t, h, tokenAlice, version), "alice"), out.OwnBookingID); st != "cancelled" {
+		t.Errorf("alice's booking %s has status %q after the client cancelled it, want cancelled", out.OwnBookingID, st)
+	}
+	if st := statusOf(listBookings(t, connect(t, h, tokenBob, version), "bob"), out.OtherBookingID); st == "cancelled" || st == "" {
+		t.Errorf("bob's booking %s has status %q after alice's refused cancel", out.OtherBookingID, st)
+	}
+}
