@@ -59,8 +59,9 @@ type pluginConfig struct {
 }
 
 // benchConfig returns the configuration capgate-bench runs capgate with.
-func benchConfig(binDir, dataDir, listen string) capgateConfig {
-	return capgateConfig{
+// The booking plugin is configured only when withBooking is set.
+func benchConfig(binDir, dataDir, listen string, withBooking bool) capgateConfig {
+	c := capgateConfig{
 		Enabled: true,
 		Listen:  listen,
 		DataDir: dataDir,
@@ -73,9 +74,14 @@ func benchConfig(binDir, dataDir, listen string) capgateConfig {
 		Packs: map[string]bool{"booking": true, "hello": true},
 		Plugins: []pluginConfig{
 			{Name: "hello", Path: filepath.Join(binDir, helloPluginBin)},
-			{Name: "booking", Path: filepath.Join(binDir, bookingPluginBin), Config: map[string]any{"seed": "demo"}},
 		},
 	}
+	if withBooking {
+		c.Plugins = append(c.Plugins, pluginConfig{
+			Name: "booking", Path: filepath.Join(binDir, bookingPluginBin), Config: map[string]any{"seed": "demo"},
+		})
+	}
+	return c
 }
 
 // capgateProc is a running "capgate serve".
@@ -91,13 +97,18 @@ type capgateProc struct {
 func (p *capgateProc) mcpURL() string { return p.base + capgatePath }
 
 // startCapgate writes a config under workDir and starts capgate from binDir,
-// returning once /healthz answers 200.
-func startCapgate(ctx context.Context, binDir, workDir string, timeout time.Duration) (*capgateProc, error) {
+// with the hello plugin and, when withBooking is set, the booking plugin. It
+// returns once /healthz answers 200.
+func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool, timeout time.Duration) (*capgateProc, error) {
 	abs, err := filepath.Abs(binDir)
 	if err != nil {
 		return nil, fmt.Errorf("resolve bin dir %q: %w", binDir, err)
 	}
-	for _, name := range []string{capgateBin, helloPluginBin, bookingPluginBin} {
+	bins := []string{capgateBin, helloPluginBin}
+	if withBooking {
+		bins = append(bins, bookingPluginBin)
+	}
+	for _, name := range bins {
 		if fi, err := os.Stat(filepath.Join(abs, name)); err != nil || fi.IsDir() {
 			return nil, fmt.Errorf("%s not found in %s (build capgate and its plugins into it first, or pass -bin): %w",
 				name, abs, errOr(err, errors.New("is a directory")))
@@ -112,7 +123,7 @@ func startCapgate(ctx context.Context, binDir, workDir string, timeout time.Dura
 		return nil, fmt.Errorf("create capgate data dir: %w", err)
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	cfg, err := yaml.Marshal(benchConfig(abs, dataDir, listen))
+	cfg, err := yaml.Marshal(benchConfig(abs, dataDir, listen, withBooking))
 	if err != nil {
 		return nil, fmt.Errorf("encode capgate config: %w", err)
 	}

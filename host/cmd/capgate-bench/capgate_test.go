@@ -15,7 +15,7 @@ import (
 // bound to alice and allowed hello.greet.
 func TestBenchConfigLoads(t *testing.T) {
 	bin := t.TempDir()
-	raw, err := yaml.Marshal(benchConfig(bin, t.TempDir(), "127.0.0.1:18080"))
+	raw, err := yaml.Marshal(benchConfig(bin, t.TempDir(), "127.0.0.1:18080", true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	o := &options{}
 	var only string
-	fs.StringVar(&o.bin, "bin", "./bin", "directory holding capgate, capgate-plugin-hello and capgate-plugin-booking")
+	fs.StringVar(&o.bin, "bin", "./bin", "directory holding capgate, capgate-plugin-hello and (for the booking row) capgate-plugin-booking")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured run per server (whole seconds)")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded warm-up run per server before the measured one (whole seconds; 0 for none)")
 	fs.IntVar(&o.connections, "connections", 64, "keep-alive connections held open by wrk")
@@ -214,7 +214,7 @@ func (b *bench) measureCapgate(ctx context.Context) {
 		}
 		slog.Error("capgate", "err", err)
 	}
-	p, err := startCapgate(ctx, b.opts.bin, b.workDir, b.opts.startTimeout)
+	p, err := startCapgate(ctx, b.opts.bin, b.workDir, wantBooking, b.opts.startTimeout)
 	if err != nil {
 		fail(fmt.Errorf("start capgate: %w", err))
 		return

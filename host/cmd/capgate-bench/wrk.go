@@ -87,7 +87,12 @@ func findWrk() (string, error) {
 func wrkVersion(ctx context.Context, wrk string) string {
 	// "wrk -v" prints its version and usage, then exits non-zero.
 	out, _ := exec.CommandContext(ctx, wrk, "-v").CombinedOutput()
+	// "wrk debian/4.1.0-3+b2 [epoll] Copyright (C) 2012 Will Glozer": keep
+	// the name and version.
 	line, _, _ := strings.Cut(string(out), "\n")
+	if f := strings.Fields(line); len(f) >= 2 {
+		return f[0] + " " + f[1]
+	}
 	return strings.TrimSpace(line)
 }
 
