@@ -1,0 +1,60 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const referencePath = "../../../config/reference.yaml"
+
+// TestReferenceLoads keeps config/reference.yaml true: it must load, and it
+// must mention every key, variable and built-in pack there is.
+func TestReferenceLoads(t *testing.T) {
+	isolateEnv(t, map[string]string{
+		"READER_TOKEN":  "reference-reader-token",
+		"SUPPORT_TOKEN": "reference-support-token",
+		"CRM_API_KEY":   "reference-api-key",
+	})
+	cfg, err := Load(referencePath)
+	if err != nil {
+		t.Fatalf("config/reference.yaml does not load:\n%v", err)
+	}
+	if len(cfg.Tokens) != 3 || len(cfg.Plugins) != 2 || !cfg.Packs["booking"] {
+		t.Errorf("reference loaded oddly: %d tokens, %d plugins, packs %v", len(cfg.Tokens), len(cfg.Plugins), cfg.Packs)
+	}
+	if want := filepath.Join(filepath.Dir(cfg.File), "..", "bin", "capgate-plugin-booking"); cfg.Plugins[0].Path != filepath.Clean(want) {
+		t.Errorf("plugins[0].path = %q", cfg.Plugins[0].Path)
+	}
+	if got := cfg.Plugins[1].Config["Region"]; got != "eu-west-1" {
+		t.Errorf("plugins[1].config.Region = %v", got)
+	}
+
+	raw, err := os.ReadFile(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	var mentions []string
+	for _, s := range Settings {
+		leaf := s.Key[strings.LastIndex(s.Key, ".")+1:]
+		def := s.Default
+		if def == "" {
+			def = `""`
+		}
+		mentions = append(mentions, leaf+":", s.Env(), "Default: "+def)
+	}
+	for _, keys := range [][]string{topKeys, httpKeys, logKeys, tokenKeys, pluginKeys} {
+		for _, k := range keys {
+			mentions = append(mentions, k+":")
+		}
+	}
+	mentions = append(mentions, BuiltinPacks...)
+	mentions = append(mentions, "CAPGATE_PACKS_")
+	for _, m := range mentions {
+		if !strings.Contains(text, m) {
+			t.Errorf("config/reference.yaml does not mention %q", m)
+		}
+	}
+}
