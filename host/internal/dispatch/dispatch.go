@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/capgate/capgate/host/internal/registry"
@@ -127,7 +128,9 @@ func (s permSet) holds(perm string) bool {
 // Capability.Plugin) to the provider that runs its capabilities; every
 // registered capability must have one.
 func New(reg *registry.Registry, policy Policy, providers map[string]Provider) (*Dispatcher, error) {
-	d := &Dispatcher{reg: reg, packs: map[string]bool{}, roles: map[string]permSet{}, providers: providers}
+	// Copy everything the caller passed in: the gate is shared by concurrent
+	// requests and must not change under them if the caller's maps do.
+	d := &Dispatcher{reg: reg, packs: map[string]bool{}, roles: map[string]permSet{}, providers: maps.Clone(providers)}
 	for k, v := range policy.Packs {
 		d.packs[k] = v
 	}
@@ -164,8 +167,12 @@ func (d *Dispatcher) check(p Principal, c *registry.Capability) *Refusal {
 	if c.Kind == registry.Action && p.UserID == "" {
 		return &Refusal{Step: StepUserBinding, Capability: c.Name, Reason: "an action needs a token bound to a user; this token acts for nobody"}
 	}
-	if c.Kind == registry.Action && p.Scope != ScopeAction && p.Scope != ScopeAdmin {
-		return &Refusal{Step: StepScope, Capability: c.Name, Reason: fmt.Sprintf("this is an action and the token's scope is %q; it needs scope \"action\"", p.Scope)}
+	if !p.Scope.Valid() {
+		// Fail closed: a principal built without a known scope calls nothing.
+		return &Refusal{Step: StepScope, Capability: c.Name, Reason: fmt.Sprintf("the token's scope %q is not one of read, action, admin", p.Scope)}
+	}
+	if c.Kind == registry.Action && p.Scope == ScopeRead {
+		return &Refusal{Step: StepScope, Capability: c.Name, Reason: "this is an action and the token's scope is \"read\"; it needs scope \"action\""}
 	}
 	if c.Permission != "" && !d.roles[p.Role].holds(c.Permission) {
 		return &Refusal{Step: StepPermission, Capability: c.Name, Reason: fmt.Sprintf("role %q does not hold permission %q", p.Role, c.Permission)}
@@ -181,8 +188,9 @@ func (d *Dispatcher) Allowed(p Principal, c *registry.Capability) bool {
 
 // Visible returns the capabilities p may call, in name order.
 func (d *Dispatcher) Visible(p Principal) []*registry.Entry {
-	var out []*registry.Entry
-	for _, e := range d.reg.All() {
+	all := d.reg.All()
+	out := make([]*registry.Entry, 0, len(all))
+	for _, e := range all {
 		if d.check(p, &e.Capability) == nil {
 			out = append(out, e)
 		}
@@ -200,7 +208,8 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 	if r := d.check(p, &e.Capability); r != nil {
 		return nil, r
 	}
-	if len(args) == 0 || string(args) == "null" {
+	if registry.NoArgs(args) {
+		// Providers always see an object, never an absent body.
 		args = json.RawMessage("{}")
 	}
 	if err := e.ValidateArgs(args); err != nil {

@@ -1,9 +1,12 @@
 package registry
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -42,7 +45,9 @@ type Capability struct {
 	OutputSchema json.RawMessage
 	// Pack is the operator toggle the capability belongs to.
 	Pack string
-	// Permission is what the caller's role must hold.
+	// Permission is what the caller's role must hold: a dotted name such as
+	// "booking.read", never a wildcard (wildcards belong to roles). Empty
+	// means any caller whose scope allows the kind.
 	Permission string
 	// OwnerGuarded asks the providing plugin who owns the target before the
 	// call, and refuses callers who are not that user.
@@ -57,27 +62,47 @@ type Capability struct {
 type Entry struct {
 	Capability
 	input *jsonschema.Resolved
+	// emptyErr is the input schema's verdict on the empty object, computed
+	// once at Add: calls to tools that take no arguments are the common case
+	// and need no decoding or schema walk.
+	emptyErr error
+}
+
+// NoArgs reports whether raw is an absent argument body: empty, blank, or
+// the JSON null. Such a body stands for the empty object.
+func NoArgs(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
 }
 
 // ValidateArgs checks raw JSON arguments against the input schema. An absent
-// body (nil or "null") counts as the empty object, as MCP clients commonly
+// body (see NoArgs) counts as the empty object, as MCP clients commonly
 // omit arguments for tools that take none.
 func (e *Entry) ValidateArgs(raw json.RawMessage) error {
+	if NoArgs(raw) || string(bytes.TrimSpace(raw)) == "{}" {
+		return e.emptyErr
+	}
 	var v any
-	if len(raw) == 0 || string(raw) == "null" {
-		v = map[string]any{}
-	} else if err := json.Unmarshal(raw, &v); err != nil {
+	if err := json.Unmarshal(raw, &v); err != nil {
 		return fmt.Errorf("arguments are not valid JSON: %w", err)
 	}
-	if _, ok := v.(map[string]any); !ok {
+	m, ok := v.(map[string]any)
+	if !ok {
 		return errors.New("arguments must be a JSON object")
 	}
-	return e.input.Validate(v)
+	if len(m) == 0 {
+		return e.emptyErr
+	}
+	return e.input.Validate(m)
 }
 
 // namePattern is the capability naming rule: lower-case dotted segments.
 // It is also a valid MCP tool name.
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+
+// permissionPattern is what a capability may require: the permission
+// grammar roles use, without the wildcards.
+var permissionPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$`)
 
 // Registry is the set of callable capabilities. Build it with Add, then treat
 // it as read-only.
@@ -112,6 +137,9 @@ func (r *Registry) Add(c Capability) error {
 	if !r.packs[c.Pack] {
 		return fmt.Errorf("capability %q: unknown pack %q (known: %s)", c.Name, c.Pack, strings.Join(r.KnownPacks(), ", "))
 	}
+	if c.Permission != "" && !permissionPattern.MatchString(c.Permission) {
+		return fmt.Errorf("capability %q: permission %q must be a dotted name like \"booking.read\" (wildcards belong to roles)", c.Name, c.Permission)
+	}
 	in, err := compile(c.InputSchema)
 	if err != nil {
 		return fmt.Errorf("capability %q: input schema: %w", c.Name, err)
@@ -121,7 +149,7 @@ func (r *Registry) Add(c Capability) error {
 			return fmt.Errorf("capability %q: output schema: %w", c.Name, err)
 		}
 	}
-	e := &Entry{Capability: c, input: in}
+	e := &Entry{Capability: c, input: in, emptyErr: in.Validate(map[string]any{})}
 	r.byName[c.Name] = e
 	i, _ := slices.BinarySearchFunc(r.ordered, c.Name, func(e *Entry, n string) int { return strings.Compare(e.Name, n) })
 	r.ordered = slices.Insert(r.ordered, i, e)
@@ -129,7 +157,7 @@ func (r *Registry) Add(c Capability) error {
 }
 
 func compile(raw json.RawMessage) (*jsonschema.Resolved, error) {
-	if len(raw) == 0 {
+	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errors.New("missing")
 	}
 	var s jsonschema.Schema
@@ -137,13 +165,83 @@ func compile(raw json.RawMessage) (*jsonschema.Resolved, error) {
 		return nil, fmt.Errorf("not a JSON Schema: %w", err)
 	}
 	if s.Type != "object" {
+		if s.Types != nil {
+			return nil, fmt.Errorf("type must be \"object\", got %q", s.Types)
+		}
 		return nil, fmt.Errorf("type must be \"object\", got %q", s.Type)
+	}
+	// The validator accepts only these dialects and would otherwise fail
+	// every call at run time instead of failing the declaration now.
+	switch s.Schema {
+	case "", "https://json-schema.org/draft/2020-12/schema",
+		"http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema#":
+	default:
+		return nil, fmt.Errorf("unsupported $schema %q (use draft 2020-12 or draft-07)", s.Schema)
+	}
+	if err := checkTypeNames(&s); err != nil {
+		return nil, err
 	}
 	res, err := s.Resolve(nil)
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// jsonTypes are the type names JSON Schema defines. The resolver does not
+// check them, and a misspelt one would reject every value at call time.
+var jsonTypes = map[string]bool{
+	"null": true, "boolean": true, "object": true, "array": true,
+	"number": true, "integer": true, "string": true,
+}
+
+// checkTypeNames reports the first unknown type name in s or any schema
+// nested in it.
+func checkTypeNames(s *jsonschema.Schema) error {
+	for _, t := range append([]string{s.Type}, s.Types...) {
+		if t != "" && !jsonTypes[t] {
+			return fmt.Errorf("unknown type %q", t)
+		}
+	}
+	var err error
+	eachChild(s, func(c *jsonschema.Schema) bool {
+		err = checkTypeNames(c)
+		return err == nil
+	})
+	return err
+}
+
+var (
+	schemaPtr   = reflect.TypeFor[*jsonschema.Schema]()
+	schemaSlice = reflect.TypeFor[[]*jsonschema.Schema]()
+	schemaMap   = reflect.TypeFor[map[string]*jsonschema.Schema]()
+)
+
+// eachChild calls f on every schema directly nested in s, whatever keyword
+// holds it, until f returns false.
+func eachChild(s *jsonschema.Schema, f func(*jsonschema.Schema) bool) {
+	v := reflect.ValueOf(s).Elem()
+	for i := range v.NumField() {
+		switch fv := v.Field(i); fv.Type() {
+		case schemaPtr:
+			if c := fv.Interface().(*jsonschema.Schema); c != nil && !f(c) {
+				return
+			}
+		case schemaSlice:
+			for _, c := range fv.Interface().([]*jsonschema.Schema) {
+				if c != nil && !f(c) {
+					return
+				}
+			}
+		case schemaMap:
+			m := fv.Interface().(map[string]*jsonschema.Schema)
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				if c := m[k]; c != nil && !f(c) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Lookup returns the named capability.
