@@ -2,10 +2,13 @@ package mcp
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -196,3 +199,13 @@ func toolText(t testing.TB, res map[string]any) string {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func slogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func itoa(i int) string { return strconv.Itoa(i) }

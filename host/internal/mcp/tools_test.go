@@ -1,0 +1,390 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/host/internal/registry"
+)
+
+func TestToolsListIsExactlyVisible(t *testing.T) {
+	f := newFixture(t, Options{})
+	cases := []struct {
+		name string
+		p    dispatch.Principal
+	}{
+		{"admin", mcptest.Admin},
+		{"customer with action token", mcptest.Alice},
+		{"read token", mcptest.Reader},
+		{"unbound action token", mcptest.Anonymous},
+		{"role without permissions", mcptest.Guest},
+	}
+	for _, tc := range cases {
+		for _, ver := range allVersions {
+			t.Run(tc.name+"@"+ver, func(t *testing.T) {
+				var want []string
+				for _, e := range f.platform.Dispatcher.Visible(tc.p) {
+					want = append(want, e.Name)
+				}
+				var got []string
+				for _, tool := range f.send(tc.p, ver, rpc{method: "tools/list", id: 1}).result(t)["tools"].([]any) {
+					got = append(got, tool.(map[string]any)["name"].(string))
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("tools/list = %v, want Visible = %v", got, want)
+				}
+			})
+		}
+	}
+}
+
+func TestToolDefinitions(t *testing.T) {
+	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
+	cases := []struct {
+		tool      string
+		ver       string
+		hints     hints
+		hasOutput bool
+	}{
+		{mcptest.Search, Version20250326, hints{true, false, true, false}, false},
+		{mcptest.Search, "", hints{true, false, true, false}, false},
+		{mcptest.Search, Version20250618, hints{true, false, true, false}, true},
+		{mcptest.Search, Version20251125, hints{true, false, true, false}, true},
+		{mcptest.Search, Version20260728, hints{true, false, true, false}, true},
+		{mcptest.Cancel, Version20251125, hints{false, true, false, false}, false},
+		{mcptest.Rename, Version20251125, hints{false, false, false, false}, false},
+		{mcptest.BookingGet, Version20260728, hints{true, false, true, false}, false},
+	}
+	f := newFixture(t, Options{})
+	for _, tc := range cases {
+		t.Run(tc.tool+"@"+tc.ver, func(t *testing.T) {
+			var tool map[string]any
+			for _, x := range f.send(mcptest.Admin, tc.ver, rpc{method: "tools/list", id: 1}).result(t)["tools"].([]any) {
+				if x.(map[string]any)["name"] == tc.tool {
+					tool = x.(map[string]any)
+				}
+			}
+			if tool == nil {
+				t.Fatalf("%s not listed", tc.tool)
+			}
+			e, _ := f.platform.Registry.Lookup(tc.tool)
+			if tool["description"] != e.Description {
+				t.Errorf("description = %v", tool["description"])
+			}
+			var wantIn map[string]any
+			_ = json.Unmarshal(e.InputSchema, &wantIn)
+			if gotIn, _ := json.Marshal(tool["inputSchema"]); string(gotIn) != mustMarshal(wantIn) {
+				t.Errorf("inputSchema = %s", gotIn)
+			}
+			_, hasOutput := tool["outputSchema"]
+			if hasOutput != tc.hasOutput {
+				t.Errorf("outputSchema present = %v, want %v", hasOutput, tc.hasOutput)
+			}
+			a := tool["annotations"].(map[string]any)
+			got := hints{a["readOnlyHint"].(bool), a["destructiveHint"].(bool), a["idempotentHint"].(bool), a["openWorldHint"].(bool)}
+			if got != tc.hints {
+				t.Errorf("hints = %+v, want %+v", got, tc.hints)
+			}
+		})
+	}
+}
+
+func mustMarshal(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// TestToolsListRendersUnknownEntries covers an entry registered after the
+// handler was built: it is rendered on the fly rather than dropped.
+func TestToolsListRendersUnknownEntries(t *testing.T) {
+	f := newFixture(t, Options{})
+	if err := f.platform.Registry.Add(registry.Capability{
+		Name: "booking.late", Description: "Registered late.", Kind: registry.Read,
+		InputSchema: json.RawMessage(`{"type": "object"}`), Pack: "booking", Permission: "booking.read", Plugin: "core",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res := f.send(mcptest.Alice, Version20251125, rpc{method: "tools/list", id: 1}).result(t)
+	found := false
+	for _, x := range res["tools"].([]any) {
+		if x.(map[string]any)["name"] == "booking.late" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("late entry missing from tools/list")
+	}
+}
+
+func TestToolsCallSuccess(t *testing.T) {
+	cases := []struct {
+		name           string
+		ver            string
+		tool           string
+		args           any
+		wantStructured any // nil: no structuredContent
+		wantText       string
+	}{
+		{"object at 2025-03-26", "", mcptest.BookingGet, map[string]any{"id": "b-1"}, nil, `{"id":"b-1","owner":"u-alice","title":"Dentist","cancelled":false}`},
+		{"object at 2025-06-18", Version20250618, mcptest.BookingGet, map[string]any{"id": "b-1"},
+			map[string]any{"id": "b-1", "owner": "u-alice", "title": "Dentist", "cancelled": false}, `{"id":"b-1","owner":"u-alice","title":"Dentist","cancelled":false}`},
+		{"object at 2026-07-28", Version20260728, mcptest.BookingGet, map[string]any{"id": "b-1"},
+			map[string]any{"id": "b-1", "owner": "u-alice", "title": "Dentist", "cancelled": false}, `{"id":"b-1","owner":"u-alice","title":"Dentist","cancelled":false}`},
+		{"array is text only before 2026", Version20251125, mcptest.ListNumbers, nil, nil, `[1, 2, 3]`},
+		{"array is structured in 2026", Version20260728, mcptest.ListNumbers, map[string]any{}, []any{1.0, 2.0, 3.0}, `[1, 2, 3]`},
+		{"escaping survives", Version20251125, mcptest.Search, map[string]any{"query": "q"},
+			map[string]any{"hits": []any{map[string]any{"id": "b-1", "title": `Dentist <3 & "co"`}}}, `{"hits":[{"id":"b-1","title":"Dentist <3 & \"co\""}]}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			params := map[string]any{"name": tc.tool}
+			if tc.args != nil {
+				params["arguments"] = tc.args
+			}
+			res := f.send(mcptest.Alice, tc.ver, rpc{method: "tools/call", id: 1, params: params}).result(t)
+			if res["isError"] != false {
+				t.Fatalf("isError = %v: %v", res["isError"], res)
+			}
+			if got := toolText(t, res); got != tc.wantText {
+				t.Errorf("text = %s, want %s", got, tc.wantText)
+			}
+			got, has := res["structuredContent"]
+			if (tc.wantStructured != nil) != has || (has && mustMarshal(got) != mustMarshal(tc.wantStructured)) {
+				t.Errorf("structuredContent = %v (present %v), want %v", got, has, tc.wantStructured)
+			}
+		})
+	}
+}
+
+// TestToolsCallRefusals maps each gate step's refusal onto -32003 with the
+// step, reason and capability in data.
+func TestToolsCallRefusals(t *testing.T) {
+	cases := []struct {
+		name string
+		p    dispatch.Principal
+		tool string
+		args map[string]any
+		step dispatch.Step
+	}{
+		{"pack", mcptest.Alice, mcptest.LLMAsk, map[string]any{}, dispatch.StepPack},
+		{"user binding", mcptest.Anonymous, mcptest.Cancel, map[string]any{"id": "b-1"}, dispatch.StepUserBinding},
+		{"scope", mcptest.Reader, mcptest.Cancel, map[string]any{"id": "b-1"}, dispatch.StepScope},
+		{"permission", mcptest.Guest, mcptest.Search, map[string]any{"query": "x"}, dispatch.StepPermission},
+		{"ownership", mcptest.Bob, mcptest.Cancel, map[string]any{"id": "b-1"}, dispatch.StepOwnership},
+	}
+	for _, tc := range cases {
+		for _, ver := range allVersions {
+			t.Run(tc.name+"@"+ver, func(t *testing.T) {
+				f := newFixture(t, Options{})
+				rep := f.send(tc.p, ver, rpc{method: "tools/call", id: 9, params: map[string]any{"name": tc.tool, "arguments": tc.args}})
+				if rep.status != http.StatusOK {
+					t.Fatalf("status = %d", rep.status)
+				}
+				e := rep.errorObj(t)
+				if int(e["code"].(float64)) != codeForbidden {
+					t.Fatalf("code = %v, want -32003: %s", e["code"], rep.raw)
+				}
+				data := e["data"].(map[string]any)
+				if data["step"] != string(tc.step) || data["capability"] != tc.tool || data["reason"] == "" {
+					t.Fatalf("data = %v", data)
+				}
+				if e["message"] != "forbidden: "+data["reason"].(string) {
+					t.Fatalf("message = %v", e["message"])
+				}
+				if !contains(f.logs.String(), `"step":"`+string(tc.step)+`"`) {
+					t.Errorf("refusal not logged: %s", f.logs.String())
+				}
+			})
+		}
+	}
+}
+
+func TestToolsCallFailures(t *testing.T) {
+	cases := []struct {
+		name     string
+		tool     any
+		args     any
+		ctx      func() (context.Context, context.CancelFunc)
+		wantCode int    // JSON-RPC error code, or 0 for an isError result
+		wantText string // substring of the isError text
+		wantLog  string // substring of the log
+		noLeak   string // must not reach the client
+	}{
+		{name: "unknown tool", tool: "nope.nothing", wantCode: codeInvalidParams},
+		{name: "unknown tool with escapes", tool: "nope.\u00e9", wantCode: codeInvalidParams},
+		{name: "missing name", wantCode: codeInvalidParams},
+		{name: "name not a string", tool: 12, wantCode: codeInvalidParams},
+		{name: "missing target is a tool error", tool: mcptest.BookingGet, args: map[string]any{"id": "b-404"}, wantText: `booking "b-404" does not exist`},
+		{name: "invalid arguments are a tool error", tool: mcptest.Search, args: map[string]any{"query": 1}, wantText: "invalid arguments for platform.search"},
+		{name: "arguments not an object", tool: mcptest.Search, args: []any{1}, wantText: "invalid arguments"},
+		{name: "conflict is a tool error", tool: mcptest.Cancel, args: map[string]any{"id": "b-2"}, wantText: "already cancelled"},
+		{name: "internal error hides the cause", tool: mcptest.Broken, args: map[string]any{}, wantText: "internal error while running platform.broken (reference ", wantLog: "secret-dsn", noLeak: "secret-dsn"},
+		{name: "panic is an internal error", tool: mcptest.Panicking, wantText: "internal error while running platform.panic", wantLog: "provider exploded", noLeak: "exploded"},
+		{
+			name: "deadline", tool: mcptest.Slow,
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 20*time.Millisecond)
+			},
+			wantText: "did not finish within the time limit", wantLog: "call timed out",
+		},
+		{
+			name: "cancelled", tool: mcptest.Slow,
+			ctx: func() (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(20*time.Millisecond, cancel)
+				return ctx, cancel
+			},
+			wantText: "was cancelled", wantLog: "call cancelled",
+		},
+	}
+	for _, tc := range cases {
+		for _, ver := range []string{Version20250326, Version20260728} {
+			t.Run(tc.name+"@"+ver, func(t *testing.T) {
+				f := newFixture(t, Options{})
+				// b-2 is cancelled up front so cancelling it again conflicts.
+				f.send(mcptest.Admin, ver, rpc{method: "tools/call", id: 0, params: map[string]any{"name": mcptest.Cancel, "arguments": map[string]any{"id": "b-2"}}})
+				params := map[string]any{}
+				if tc.tool != nil {
+					params["name"] = tc.tool
+				}
+				if tc.args != nil {
+					params["arguments"] = tc.args
+				}
+				m := rpc{method: "tools/call", id: 1, params: params}
+				hdr := m.headers(ver)
+				if s, ok := tc.tool.(string); ok && ver == Version20260728 {
+					hdr.Set("Mcp-Name", encodeName(s))
+				} else if ver == Version20260728 {
+					hdr.Set("Mcp-Name", "x") // cannot match; the header check comes first
+				}
+				r := httptest.NewRequest(http.MethodPost, "/api/v1/mcp", bytes.NewReader(m.encode(ver)))
+				r.Header = hdr
+				if tc.ctx != nil {
+					ctx, cancel := tc.ctx()
+					defer cancel()
+					r = r.WithContext(ctx)
+				}
+				w := httptest.NewRecorder()
+				f.h.Serve(w, r, mcptest.Admin)
+				rep := decodeReply(t, w)
+				if ver == Version20260728 && (tc.tool == nil || tc.name == "name not a string") {
+					if rep.status != http.StatusBadRequest || rep.errorCode(t) != codeHeaderMismatch {
+						t.Fatalf("want 400 header mismatch, got %d %s", rep.status, rep.raw)
+					}
+					return
+				}
+				if tc.noLeak != "" && contains(string(rep.raw), tc.noLeak) {
+					t.Errorf("response leaks %q: %s", tc.noLeak, rep.raw)
+				}
+				if tc.wantLog != "" && !contains(f.logs.String(), tc.wantLog) {
+					t.Errorf("log lacks %q: %s", tc.wantLog, f.logs.String())
+				}
+				if tc.wantCode != 0 {
+					if got := rep.errorCode(t); got != tc.wantCode {
+						t.Fatalf("code = %d, want %d: %s", got, tc.wantCode, rep.raw)
+					}
+					return
+				}
+				res := rep.result(t)
+				if res["isError"] != true {
+					t.Fatalf("isError = %v: %s", res["isError"], rep.raw)
+				}
+				if _, ok := res["structuredContent"]; ok {
+					t.Errorf("error result carries structuredContent: %s", rep.raw)
+				}
+				text := toolText(t, res)
+				if !contains(text, tc.wantText) {
+					t.Fatalf("text = %q, want it to contain %q", text, tc.wantText)
+				}
+				if tc.wantLog != "" && tc.noLeak != "" {
+					// The reference in the text is the one in the log.
+					ref := text[len(text)-17 : len(text)-1]
+					if !contains(f.logs.String(), `"correlation_id":"`+ref+`"`) {
+						t.Errorf("reference %s not in log %s", ref, f.logs.String())
+					}
+				}
+			})
+		}
+	}
+}
+
+// encodeName applies the 2026-07-28 header value encoding for names that
+// are not plain ASCII.
+func encodeName(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r > 0x7e {
+			return "=?base64?" + b64(s) + "?="
+		}
+	}
+	return s
+}
+
+// TestInvalidPluginOutput covers a provider answering with bytes that are
+// not JSON: the agent gets an internal error, never the bytes.
+func TestInvalidPluginOutput(t *testing.T) {
+	cases := []struct {
+		name string
+		out  string
+	}{
+		{"truncated", `{"a":`},
+		{"trailing garbage", `{} x`},
+		{"empty", ``},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := registry.New([]string{"p"})
+			if err := reg.Add(registry.Capability{Name: "p.out", Kind: registry.Read, InputSchema: json.RawMessage(`{"type":"object"}`), Pack: "p", Plugin: "p"}); err != nil {
+				t.Fatal(err)
+			}
+			d, err := dispatch.New(reg, dispatch.Policy{Packs: map[string]bool{"p": true}}, map[string]dispatch.Provider{"p": fixedProvider(tc.out)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &syncBuffer{}
+			h := New(d, Options{Logger: slogTo(logs)})
+			m := rpc{method: "tools/call", id: 1, params: map[string]any{"name": "p.out"}}
+			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(m.encode("")))
+			r.Header = m.headers("")
+			w := httptest.NewRecorder()
+			h.Serve(w, r, mcptest.Admin)
+			res := decodeReply(t, w).result(t)
+			if res["isError"] != true || !contains(toolText(t, res), "internal error") {
+				t.Fatalf("result = %v", res)
+			}
+			if !contains(logs.String(), "returned invalid JSON") {
+				t.Fatalf("log = %s", logs.String())
+			}
+		})
+	}
+}
+
+type fixedProvider string
+
+func (p fixedProvider) Invoke(context.Context, dispatch.Principal, string, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(p), nil
+}
+
+func (p fixedProvider) ResolveOwner(context.Context, string, json.RawMessage) (string, error) {
+	return "", nil
+}
+
+func TestNewPanicsWithoutDispatcher(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("New(nil) did not panic")
+		}
+	}()
+	New(nil, Options{})
+}
