@@ -1,0 +1,183 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/capgate/capgate/plugins/booking/internal/store/sqlite"
+	"github.com/capgate/capgate/sdk"
+)
+
+// Pack is the operator toggle of every booking capability.
+const Pack = "booking"
+
+// Permissions the capabilities require.
+const (
+	PermRead      = "booking.read"
+	PermWrite     = "booking.write"
+	PermCatalogue = "catalogue.read"
+)
+
+// DBFile is the database's file name inside the plugin's data directory.
+const DBFile = "booking.db"
+
+// Config is the plugin's config block.
+type Config struct {
+	// Seed names data to load into an empty database on first start:
+	// "demo", or empty for none.
+	Seed string `json:"seed"`
+}
+
+// Option adjusts Register.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+}
+
+// WithClock makes the service read the time from now instead of time.Now,
+// so tests can place slots in the past or future of a fixed instant.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Register adds the booking capabilities to p. The service behind them is
+// built when the host configures p: the store opens then, in the data
+// directory the host hands over.
+func Register(p *sdk.Plugin, opts ...Option) {
+	o := options{now: time.Now}
+	for _, f := range opts {
+		f(&o)
+	}
+	// svc is set once by OnConfigure; the SDK serves no call before that,
+	// the atomic makes the hand-over visible to every serving goroutine.
+	var svc atomic.Pointer[Service]
+	get := func() (*Service, error) {
+		if s := svc.Load(); s != nil {
+			return s, nil
+		}
+		return nil, errors.New("booking plugin is not configured")
+	}
+
+	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
+		var cfg Config
+		if err := env.DecodeConfig(&cfg); err != nil {
+			return fmt.Errorf("booking config: %w", err)
+		}
+		if cfg.Seed != "" && cfg.Seed != SeedDemo {
+			return fmt.Errorf("booking config: seed %q is unknown; use %q or leave it out", cfg.Seed, SeedDemo)
+		}
+		if env.DataDir == "" {
+			return errors.New("booking: the host gave no data directory")
+		}
+		fi, err := os.Stat(env.DataDir)
+		if err != nil {
+			return fmt.Errorf("booking: data directory: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("booking: data directory %q is not a directory", env.DataDir)
+		}
+		st, err := sqlite.Open(ctx, filepath.Join(env.DataDir, DBFile), env.Logger)
+		if err != nil {
+			return fmt.Errorf("booking: %w", err)
+		}
+		s := NewService(st, o.now, env.Logger)
+		if cfg.Seed != "" {
+			if _, err := s.Seed(ctx, cfg.Seed); err != nil {
+				st.Close()
+				return fmt.Errorf("booking: %w", err)
+			}
+		}
+		p.OnClose(st.Close)
+		svc.Store(s)
+		return nil
+	})
+
+	sdk.Add(p, sdk.Tool[ResourcesIn, ResourcesOut]{
+		Name:        "booking.resources",
+		Description: "List the bookable resources (rooms, desks, courts, …) with their slot length and opening hours (UTC).",
+		Kind:        sdk.Read, Pack: Pack, Permission: PermCatalogue,
+		Handler: func(ctx context.Context, call sdk.Call, in ResourcesIn) (ResourcesOut, error) {
+			s, err := get()
+			if err != nil {
+				return ResourcesOut{}, err
+			}
+			return s.Resources(ctx, call, in)
+		},
+	})
+	sdk.Add(p, sdk.Tool[AvailabilityIn, AvailabilityOut]{
+		Name: "booking.availability",
+		Description: "List the free future slots of one resource over 1 to 14 whole days (UTC), starting today or on a given date. " +
+			"Pass a slot's start to booking.create to book it.",
+		Kind: sdk.Read, Pack: Pack, Permission: PermCatalogue,
+		Handler: func(ctx context.Context, call sdk.Call, in AvailabilityIn) (AvailabilityOut, error) {
+			s, err := get()
+			if err != nil {
+				return AvailabilityOut{}, err
+			}
+			return s.Availability(ctx, call, in)
+		},
+	})
+	sdk.Add(p, sdk.Tool[ListIn, ListOut]{
+		Name:        "booking.list",
+		Description: "List your own bookings, ordered by start, optionally only active or only cancelled ones.",
+		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
+		Handler: func(ctx context.Context, call sdk.Call, in ListIn) (ListOut, error) {
+			s, err := get()
+			if err != nil {
+				return ListOut{}, err
+			}
+			return s.List(ctx, call, in)
+		},
+	})
+	owner := func(ctx context.Context, in IDIn) (string, error) {
+		s, err := get()
+		if err != nil {
+			return "", err
+		}
+		return s.Owner(ctx, in)
+	}
+	sdk.Add(p, sdk.Tool[IDIn, Booking]{
+		Name:        "booking.get",
+		Description: "Show one of your bookings by id.",
+		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
+		Handler: func(ctx context.Context, call sdk.Call, in IDIn) (Booking, error) {
+			s, err := get()
+			if err != nil {
+				return Booking{}, err
+			}
+			return s.Get(ctx, call, in)
+		},
+		Owner: owner,
+	})
+	sdk.Add(p, sdk.Tool[CreateIn, Booking]{
+		Name: "booking.create",
+		Description: "Book one slot of a resource for yourself. start must be the start of a free future slot, " +
+			"as booking.availability lists them; a slot someone else booked first is a conflict.",
+		Kind: sdk.Action, Pack: Pack, Permission: PermWrite,
+		Handler: func(ctx context.Context, call sdk.Call, in CreateIn) (Booking, error) {
+			s, err := get()
+			if err != nil {
+				return Booking{}, err
+			}
+			return s.Create(ctx, call, in)
+		},
+	})
+	sdk.Add(p, sdk.Tool[IDIn, CancelOut]{
+		Name: "booking.cancel",
+		Description: "Cancel one of your bookings that has not started yet; the slot becomes free for others. " +
+			"Cancelling an already cancelled booking changes nothing and says so.",
+		Kind: sdk.Action, Pack: Pack, Permission: PermWrite, Destructive: true,
+		Handler: func(ctx context.Context, call sdk.Call, in IDIn) (CancelOut, error) {
+			s, err := get()
+			if err != nil {
+				return CancelOut{}, err
+			}
+			return s.Cancel(ctx, call, in)
+		},
+		Owner: owner,
+	})
+}
