@@ -49,6 +49,7 @@ func TestDefaults(t *testing.T) {
 		"empty mapping":  "{}\n",
 		"null document":  "~\n",
 		"empty sections": "tokens:\nroles:\npacks:\nhttp:\nlog:\nplugins:\n",
+		"null values":    "enabled:\nlisten: ~\nhttp: {max_body_bytes: null}\npacks: {booking: null}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := mustParse(t, yaml, nil); !reflect.DeepEqual(got, defaults()) {
@@ -303,6 +304,25 @@ plugins:
 	}
 }
 
+func TestMergeKeys(t *testing.T) {
+	cfg := mustParse(t, `
+x-quiet: &quiet {level: error, format: text}
+x-json: &json {format: json}
+log:
+  <<: [*json, *quiet]
+http: &http
+  request_timeout: 5s
+`, nil)
+	// Earlier merges win over later ones; a plain anchor needs no merge.
+	if cfg.Log.Format != "json" || cfg.Log.Level != slog.LevelError || cfg.HTTP.RequestTimeout != 5*time.Second {
+		t.Errorf("log %+v, http %+v", cfg.Log, cfg.HTTP)
+	}
+	cfg = mustParse(t, "x-a: &a {level: warn}\nlog: {<<: *a, level: debug}\n", nil)
+	if cfg.Log.Level != slog.LevelDebug {
+		t.Errorf("explicit key lost to a merged one: %v", cfg.Log.Level)
+	}
+}
+
 func TestConfigJSON(t *testing.T) {
 	tests := []struct {
 		name string
@@ -327,7 +347,7 @@ func TestConfigJSON(t *testing.T) {
 }
 
 func TestPluginPaths(t *testing.T) {
-	yaml := "plugins:\n  - {name: rel, path: bin/rel}\n  - {name: up, path: ../shared/./up}\n  - {name: abs, path: /usr/lib/capgate/abs}\n"
+	yaml := "plugins:\n  - {name: rel, path: bin/rel, config: ~}\n  - {name: up, path: ../shared/./up}\n  - {name: abs, path: /usr/lib/capgate/abs}\n"
 	tests := []struct {
 		baseDir string
 		want    []string
@@ -419,13 +439,15 @@ tokens:
   - 12345678
   - "padded+/token=="
   - {token: abcdefgh, role: "", scope: null, user_id: null}
+  - {token: abcdefgh-2, role: null}
   - {token_sha256: `+strings.ToUpper(HashTokenForTest("from-hash"))+`, role: admin}
 `, nil)
 	want := []Token{
 		{Index: 0, SHA256: sum("12345678"), Scope: dispatch.ScopeRead},
 		{Index: 1, SHA256: sum("padded+/token=="), Scope: dispatch.ScopeRead},
 		{Index: 2, SHA256: sum("abcdefgh"), Scope: dispatch.ScopeRead},
-		{Index: 3, SHA256: sum("from-hash"), Role: "admin", Scope: dispatch.ScopeRead},
+		{Index: 3, SHA256: sum("abcdefgh-2"), Scope: dispatch.ScopeRead},
+		{Index: 4, SHA256: sum("from-hash"), Role: "admin", Scope: dispatch.ScopeRead},
 	}
 	if !reflect.DeepEqual(cfg.Tokens, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg.Tokens, want)

@@ -147,10 +147,8 @@ type source struct {
 }
 
 type loader struct {
-	baseDir   string
-	lookupEnv func(string) (string, bool)
-	environ   func() []string
-	problems  []*Problem
+	baseDir  string
+	problems []*Problem
 
 	// file holds the scalar settings found in the file, by dotted key, and
 	// lines where each was written.
@@ -180,12 +178,10 @@ func parse(data []byte, baseDir, file string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	l := &loader{
-		baseDir:   baseDir,
-		lookupEnv: os.LookupEnv,
-		environ:   os.Environ,
-		file:      map[string]any{},
-		lines:     map[string]int{},
-		nodes:     maxFreeformNodes,
+		baseDir: baseDir,
+		file:    map[string]any{},
+		lines:   map[string]int{},
+		nodes:   maxFreeformNodes,
 	}
 	cfg := l.load(doc)
 	if len(l.problems) > 0 {
@@ -326,7 +322,7 @@ func (l *loader) filePacks(n *yaml.Node) []string {
 		}
 	}
 	prefix := EnvPrefix + "PACKS_"
-	for _, kv := range l.environ() {
+	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(k, prefix) || len(k) == len(prefix) {
 			continue
@@ -384,7 +380,7 @@ func (l *loader) layer(packNames []string) {
 // precedence, which skips empty variables.
 func (l *loader) source(key string) source {
 	env := EnvName(key)
-	if val, ok := l.lookupEnv(env); ok && val != "" {
+	if val, ok := os.LookupEnv(env); ok && val != "" {
 		return source{env: env}
 	}
 	return source{line: l.lines[key]}

@@ -92,6 +92,23 @@ func TestParseProblems(t *testing.T) {
 		{"user_id a list", "tokens:\n  - {token: abcdefgh, user_id: [1]}\n",
 			nil, []string{"tokens[0].user_id: must be a string, got a list (line 2)"}},
 
+		{"token role not a string", "roles: {a: []}\ntokens:\n  - {token: abcdefgh, role: [a]}\n",
+			nil, []string{"tokens[0].role: must be a string, got a list (line 3)"}},
+		{"token scope not a string", "tokens:\n  - {token: abcdefgh, scope: 1}\n",
+			nil, []string{"tokens[0].scope: must be a string, got 1 (line 2)"}},
+		{"token_sha256 not a string", "tokens:\n  - {token_sha256: [a]}\n",
+			nil, []string{"tokens[0].token_sha256: must be a string, got a list (line 2)"}},
+		{"user_id reference unset", "tokens:\n  - {token: abcdefgh, user_id: '${CG_TEST_UNSET}'}\n",
+			nil, []string{"tokens[0].user_id: environment variable CG_TEST_UNSET is not set (write ${CG_TEST_UNSET:-default} to give a default) (line 2)"}},
+		{"plugin path not a string", "plugins:\n  - {name: a, path: {x: 1}}\n",
+			nil, []string{"plugins[0].path: must be a string, got a mapping (line 2)"}},
+		{"origin not a string", "http: {allowed_origins: [443]}\n",
+			nil, []string{"http.allowed_origins[0]: must be a string, got 443 (line 1)"}},
+		{"origin without host name", "http: {allowed_origins: ['https://:443']}\n",
+			nil, []string{`http.allowed_origins[0]: must be an origin such as https://app.example.com or http://localhost:3000, got "https://:443" (line 1)`}},
+		{"explicit tag that does not decode", "max_results: !!int ten\n",
+			nil, []string{"max_results: yaml: cannot decode !!str `ten` as a !!int (line 1)"}},
+
 		// Scopes and roles.
 		{"bad token scope", "tokens:\n  - {token: abcdefgh, scope: write}\n",
 			nil, []string{`tokens[0].scope: must be one of read, action, admin, got "write" (line 2)`}},
@@ -278,6 +295,7 @@ func TestProblemsNeverShowTokens(t *testing.T) {
 func TestParseSyntaxErrors(t *testing.T) {
 	tests := []struct{ name, yaml, want string }{
 		{"bad indentation", "listen: a\n  b: c\n", "config: yaml: line 2: mapping values are not allowed in this context"},
+		{"bad second document", "listen: a:1\n---\n[\n", "config: yaml: line 3: did not find expected node content"},
 		{"two documents", "listen: a:1\n---\nlisten: b:2\n", "config: line 2: a config file holds one YAML document, found a second"},
 		{"unclosed flow list", "tokens: [abcdefgh\n", "config: yaml: line 1: did not find expected ',' or ']'"},
 	}

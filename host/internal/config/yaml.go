@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -221,7 +222,7 @@ func (l *loader) str(path string, n *yaml.Node) (string, bool) {
 }
 
 func (l *loader) expand(path string, n *yaml.Node) (string, bool) {
-	s, err := expand(n.Value, l.lookupEnv)
+	s, err := expand(n.Value, os.LookupEnv)
 	if err != nil {
 		l.addf(path, n.Line, "%v", err)
 		return "", false
