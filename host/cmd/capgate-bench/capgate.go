@@ -93,6 +93,9 @@ type capgateProc struct {
 	waitErr error
 }
 
+// cpu is the CPU time of capgate and its plugins.
+func (p *capgateProc) cpu() (time.Duration, error) { return treeCPU(p.cmd.Process.Pid)() }
+
 // mcpURL is capgate's MCP endpoint.
 func (p *capgateProc) mcpURL() string { return p.base + capgatePath }
 

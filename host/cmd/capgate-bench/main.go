@@ -36,6 +36,7 @@ type options struct {
 	connections  int
 	threads      int
 	only         []string
+	rounds       int
 	startTimeout time.Duration
 }
 
@@ -81,12 +82,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		workDir:     workDir,
 	}
 	b := &bench{opts: opts, load: l, workDir: workDir, rows: map[string]*row{}}
-	b.measureCapgate(ctx)
-	for _, k := range []string{keyEcho, keyGoSDK, keyMCPGo} {
-		if ctx.Err() != nil {
-			break
+	for round := 1; round <= opts.rounds && ctx.Err() == nil; round++ {
+		if opts.rounds > 1 {
+			slog.Info("round", "n", round, "of", opts.rounds)
 		}
-		b.measureInproc(ctx, k)
+		b.measureCapgate(ctx)
+		for _, k := range []string{keyEcho, keyGoSDK, keyMCPGo} {
+			if ctx.Err() != nil {
+				break
+			}
+			b.measureInproc(ctx, k)
+		}
 	}
 
 	env := environment{
@@ -95,6 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		connections: l.connections,
 		warmup:      wrkSeconds(l.warmup),
 		duration:    wrkSeconds(l.duration),
+		rounds:      opts.rounds,
 	}
 	if l.warmup <= 0 {
 		env.warmup = "none"
@@ -103,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	failed := false
 	for _, k := range opts.only {
-		if r := b.rows[k]; r == nil || r.err != nil || !r.res.valid() {
+		if !b.rows[k].ok() {
 			failed = true
 		}
 	}
@@ -124,6 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded warm-up run per server before the measured one (whole seconds; 0 for none)")
 	fs.IntVar(&o.connections, "connections", 64, "keep-alive connections held open by wrk")
 	fs.IntVar(&o.threads, "threads", 2, "wrk threads (at most -connections)")
+	fs.IntVar(&o.rounds, "rounds", 1, "times to run the whole sequence; the report shows each server's median")
 	fs.StringVar(&only, "only", strings.Join(allKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", "))
 	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")
 	fs.Usage = func() {
@@ -148,6 +156,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.threads < 1 {
 		return nil, fmt.Errorf("-threads %d: must be at least 1", o.threads)
 	}
+	if o.rounds < 1 {
+		return nil, fmt.Errorf("-rounds %d: must be at least 1", o.rounds)
+	}
 	o.threads = min(o.threads, o.connections)
 	for _, k := range strings.Split(only, ",") {
 		k = strings.TrimSpace(k)
@@ -167,12 +178,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-// row is one server's outcome.
-type row struct {
-	res *result
-	err error
-}
-
 // bench runs the servers one at a time.
 type bench struct {
 	opts    *options
@@ -183,40 +188,57 @@ type bench struct {
 
 func (b *bench) selected(k string) bool { return slices.Contains(b.opts.only, k) }
 
+// row returns key's row, creating it.
+func (b *bench) row(key string) *row {
+	r := b.rows[key]
+	if r == nil {
+		r = &row{}
+		b.rows[key] = r
+	}
+	return r
+}
+
+// pending reports whether key is selected and has not failed to set up.
+func (b *bench) pending(key string) bool {
+	return b.selected(key) && (b.rows[key] == nil || b.rows[key].err == nil)
+}
+
+// fail records a setup failure of key.
+func (b *bench) fail(key string, err error) {
+	b.row(key).fail(err)
+	slog.Error("setup failed", "server", key, "err", err)
+}
+
 // measure runs the load for j (already validated) and records the result.
 func (b *bench) measure(ctx context.Context, key string, j job) {
 	slog.Info("measuring", "server", key, "url", j.url, "warmup", wrkSeconds(b.load.warmup), "duration", wrkSeconds(b.load.duration))
 	res, err := b.load.run(ctx, j)
 	if err != nil {
-		b.rows[key] = &row{err: fmt.Errorf("load %s: %w", key, err)}
-		slog.Error("load failed", "server", key, "err", err)
+		b.fail(key, fmt.Errorf("load %s: %w", key, err))
 		return
 	}
-	b.rows[key] = &row{res: res}
+	b.row(key).runs = append(b.row(key).runs, res)
 	if !res.valid() {
 		slog.Error("invalid run", "server", key, "problem", res.problem())
 	}
-	slog.Info("measured", "server", key, "rps", fmt.Sprintf("%.0f", res.rps), "p50", res.p50, "p99", res.p99)
+	slog.Info("measured", "server", key, "rps", fmt.Sprintf("%.0f", res.rps), "p50", res.p50, "p99", res.p99,
+		"server_cpu", fmt.Sprintf("%.2f", res.cpu.server), "wrk_cpu", fmt.Sprintf("%.2f", res.cpu.wrk), "others_cpu", fmt.Sprintf("%.2f", res.cpu.others))
 }
 
 // measureCapgate starts capgate once and measures hello.greet, then
 // booking.get, through it.
 func (b *bench) measureCapgate(ctx context.Context) {
-	wantHello, wantBooking := b.selected(keyCapgate), b.selected(keyBooking)
+	wantHello, wantBooking := b.pending(keyCapgate), b.pending(keyBooking)
 	if !wantHello && !wantBooking {
 		return
 	}
-	fail := func(err error) {
-		for _, k := range []string{keyCapgate, keyBooking} {
-			if b.selected(k) && b.rows[k] == nil {
-				b.rows[k] = &row{err: err}
-			}
-		}
-		slog.Error("capgate", "err", err)
-	}
 	p, err := startCapgate(ctx, b.opts.bin, b.workDir, wantBooking, b.opts.startTimeout)
 	if err != nil {
-		fail(fmt.Errorf("start capgate: %w", err))
+		for _, k := range []string{keyCapgate, keyBooking} {
+			if b.pending(k) {
+				b.fail(k, fmt.Errorf("start capgate: %w", err))
+			}
+		}
 		return
 	}
 	defer func() {
@@ -227,24 +249,20 @@ func (b *bench) measureCapgate(ctx context.Context) {
 	url := p.mcpURL()
 	if wantHello {
 		if err := validateGreet(ctx, url); err != nil {
-			b.rows[keyCapgate] = &row{err: fmt.Errorf("validate capgate: %w", err)}
-			slog.Error("validate", "server", keyCapgate, "err", err)
+			b.fail(keyCapgate, fmt.Errorf("validate capgate: %w", err))
+		} else if body, err := toolCallBody(greetTool, greetIn{Name: greetName}); err != nil {
+			b.fail(keyCapgate, err)
 		} else {
-			body, err := toolCallBody(greetTool, greetIn{Name: greetName})
-			if err != nil {
-				fail(err)
-				return
-			}
-			b.measure(ctx, keyCapgate, job{name: keyCapgate, url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting})
+			b.measure(ctx, keyCapgate, job{name: keyCapgate, url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting, cpu: p.cpu})
 		}
 	}
 	if wantBooking && ctx.Err() == nil {
 		j, err := bookingJob(ctx, url)
 		if err != nil {
-			b.rows[keyBooking] = &row{err: fmt.Errorf("prepare booking.get: %w", err)}
-			slog.Error("validate", "server", keyBooking, "err", err)
+			b.fail(keyBooking, fmt.Errorf("prepare booking.get: %w", err))
 			return
 		}
+		j.cpu = p.cpu
 		b.measure(ctx, keyBooking, j)
 	}
 }
@@ -252,7 +270,7 @@ func (b *bench) measureCapgate(ctx context.Context) {
 // measureInproc starts one in-process server, validates and measures it,
 // then stops it.
 func (b *bench) measureInproc(ctx context.Context, key string) {
-	if !b.selected(key) {
+	if !b.pending(key) {
 		return
 	}
 	var h http.Handler
@@ -260,7 +278,7 @@ func (b *bench) measureInproc(ctx context.Context, key string) {
 	case keyEcho:
 		var err error
 		if h, err = echoHandler(); err != nil {
-			b.rows[key] = &row{err: err}
+			b.fail(key, err)
 			return
 		}
 	case keyGoSDK:
@@ -270,7 +288,7 @@ func (b *bench) measureInproc(ctx context.Context, key string) {
 	}
 	s, err := startInproc(key, h)
 	if err != nil {
-		b.rows[key] = &row{err: err}
+		b.fail(key, err)
 		return
 	}
 	defer func() {
@@ -281,14 +299,13 @@ func (b *bench) measureInproc(ctx context.Context, key string) {
 		runtime.GC()
 	}()
 	if err := validateGreet(ctx, s.url); err != nil {
-		b.rows[key] = &row{err: fmt.Errorf("validate %s: %w", key, err)}
-		slog.Error("validate", "server", key, "err", err)
+		b.fail(key, fmt.Errorf("validate %s: %w", key, err))
 		return
 	}
 	body, err := toolCallBody(greetTool, greetIn{Name: greetName})
 	if err != nil {
-		b.rows[key] = &row{err: err}
+		b.fail(key, err)
 		return
 	}
-	b.measure(ctx, key, job{name: key, url: s.url, body: body, marker: greet(greetIn{Name: greetName}).Greeting})
+	b.measure(ctx, key, job{name: key, url: s.url, body: body, marker: greet(greetIn{Name: greetName}).Greeting, cpu: selfCPU})
 }

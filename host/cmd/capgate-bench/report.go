@@ -19,6 +19,7 @@ type environment struct {
 	connections int
 	warmup      string
 	duration    string
+	rounds      int
 }
 
 // describe says what each server is, with the module versions this binary
@@ -67,64 +68,93 @@ var targets = []target{
 	{other: keyGoSDK, factor: 3},
 }
 
+// busyOthers is the CPU, in cores, that other processes may use during a
+// run before the report says the run was disturbed.
+const busyOthers = 0.2
+
 // report writes the table and the target lines.
 func report(w io.Writer, env environment, rows map[string]*row, selected []string) {
-	fmt.Fprintf(w, "\ncapgate bench: %s, -t%d -c%d keep-alive, warm-up %s, measured %s per server, one server at a time; GOMAXPROCS=%d, %d CPUs, %s\n",
-		env.wrk, env.threads, env.connections, env.warmup, env.duration, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
-	fmt.Fprintf(w, "every server answers tools/call %s {name: %q}; every response body is checked\n\n", greetTool, greetName)
+	rounds := "one run per server"
+	if env.rounds > 1 {
+		rounds = fmt.Sprintf("median of %d rounds", env.rounds)
+	}
+	fmt.Fprintf(w, "\ncapgate bench: %s, -t%d -c%d keep-alive, warm-up %s, measured %s per server, one server at a time, %s; GOMAXPROCS=%d, %d CPUs, %s\n",
+		env.wrk, env.threads, env.connections, env.warmup, env.duration, rounds, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "every server answers tools/call %s {name: %q}; every response body is checked; CPU columns are in cores\n\n", greetTool, greetName)
 
-	base := rows[keyCapgate]
 	var baseRPS float64
-	if base != nil && base.err == nil && base.res.valid() {
-		baseRPS = base.res.rps
+	if base := rows[keyCapgate]; base.ok() {
+		baseRPS = base.rps()
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "server\t\treq/s\tp50\tp99\t÷ capgate\t")
+	head := "server\t\treq/s\tp50\tp99\t÷ capgate\tserver CPU\tothers' CPU\t"
+	if env.rounds > 1 {
+		head += "req/s range\t"
+	}
+	fmt.Fprintln(tw, head)
 	line := func(key string) {
 		name, what := describe(key)
 		r := rows[key]
 		switch {
 		case !slices.Contains(selected, key):
 			return
-		case r == nil:
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t\n", name, what)
+		case r == nil || (r.err == nil && len(r.runs) == 0):
+			fmt.Fprintf(tw, "%s\t%s\tnot run\t\t\t\t\t\t\n", name, what)
+			return
 		case r.err != nil:
-			fmt.Fprintf(tw, "%s\t%s\tFAILED\t-\t-\t-\t\n", name, what)
-		default:
-			ratio := "-"
-			if baseRPS > 0 {
-				ratio = fmt.Sprintf("%.2f×", r.res.rps/baseRPS)
-			}
-			rps := thousands(r.res.rps)
-			if !r.res.valid() {
-				rps = "INVALID " + rps
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", name, what, rps, latency(r.res.p50), latency(r.res.p99), ratio)
+			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\n", name, what)
+			return
 		}
+		ratio := "-"
+		if baseRPS > 0 {
+			ratio = fmt.Sprintf("%.2f×", r.rps()/baseRPS)
+		}
+		rps := thousands(r.rps())
+		if !r.ok() {
+			rps = "INVALID " + rps
+		}
+		others := fmt.Sprintf("%.2f", r.othersCPU())
+		if r.othersCPU() > busyOthers {
+			others += " !"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", name, what, rps, latency(r.p50()), latency(r.p99()), ratio, r.serverCPU(), others)
+		if env.rounds > 1 {
+			lo, hi := r.rpsRange()
+			fmt.Fprintf(tw, "%s–%s\t", thousands(lo), thousands(hi))
+		}
+		fmt.Fprintln(tw)
 	}
 	for _, k := range []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo} {
 		line(k)
 	}
 	if slices.Contains(selected, keyBooking) {
-		fmt.Fprintln(tw, "\t\t\t\t\t\t")
+		fmt.Fprintln(tw)
 		line(keyBooking)
 	}
 	tw.Flush()
 
 	// Why a row failed, below the table so the table stays readable.
 	var notes []string
+	disturbed := false
 	for _, k := range allKeys {
 		r := rows[k]
 		if r == nil || !slices.Contains(selected, k) {
 			continue
 		}
 		name, _ := describe(k)
-		if r.err != nil {
+		switch {
+		case r.err != nil:
 			notes = append(notes, fmt.Sprintf("%s FAILED: %v", name, r.err))
-		} else if !r.res.valid() {
-			notes = append(notes, fmt.Sprintf("%s INVALID (not a measurement): %s", name, r.res.problem()))
+		case len(r.runs) > 0 && !r.ok():
+			notes = append(notes, fmt.Sprintf("%s INVALID (not a measurement): %s", name, r.problem()))
 		}
+		if r.othersCPU() > busyOthers {
+			disturbed = true
+		}
+	}
+	if disturbed {
+		notes = append(notes, fmt.Sprintf("! other processes used more than %.1f cores during that server's run: its numbers are lower than on a quiet machine", busyOthers))
 	}
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
@@ -153,14 +183,14 @@ func targetLine(t target, rows map[string]*row, selected []string) string {
 	for _, k := range []string{keyCapgate, t.other} {
 		r := rows[k]
 		name, _ := describe(k)
-		if r == nil || r.err != nil {
+		if r == nil || r.err != nil || len(r.runs) == 0 {
 			return fmt.Sprintf("FAIL  %s: %s was not measured", goal, name)
 		}
-		if !r.res.valid() {
-			return fmt.Sprintf("FAIL  %s: %s's run was invalid (%s)", goal, name, r.res.problem())
+		if !r.ok() {
+			return fmt.Sprintf("FAIL  %s: %s's run was invalid (%s)", goal, name, r.problem())
 		}
 	}
-	c, o := rows[keyCapgate].res.rps, rows[t.other].res.rps
+	c, o := rows[keyCapgate].rps(), rows[t.other].rps()
 	verdict := "FAIL"
 	if c >= t.factor*o {
 		verdict = "PASS"

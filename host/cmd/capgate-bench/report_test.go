@@ -8,7 +8,7 @@ import (
 )
 
 func measured(rps float64) *row {
-	return &row{res: &result{rps: rps, requests: 100, checked: 100, p50: time.Millisecond, p99: 3 * time.Millisecond}}
+	return &row{runs: []*result{{rps: rps, requests: 100, checked: 100, p50: time.Millisecond, p99: 3 * time.Millisecond}}}
 }
 
 func TestTargetLine(t *testing.T) {
@@ -24,7 +24,7 @@ func TestTargetLine(t *testing.T) {
 		"equal passes": {map[string]*row{keyCapgate: measured(100), keyMCPGo: measured(100)}, all, target{keyMCPGo, 1}, "PASS"},
 		"skipped":      {map[string]*row{keyCapgate: measured(100)}, []string{keyCapgate}, target{keyMCPGo, 1}, "SKIP"},
 		"not measured": {map[string]*row{keyMCPGo: measured(100), keyCapgate: {err: errTest}}, all, target{keyMCPGo, 1}, "FAIL"},
-		"invalid run":  {map[string]*row{keyMCPGo: measured(100), keyCapgate: {res: &result{rps: 1e6, requests: 10, checked: 10, bad: 1}}}, all, target{keyMCPGo, 1}, "FAIL"},
+		"invalid run":  {map[string]*row{keyMCPGo: measured(100), keyCapgate: {runs: []*result{{rps: 1e6, requests: 10, checked: 10, bad: 1}}}}, all, target{keyMCPGo, 1}, "FAIL"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := targetLine(tc.tgt, tc.rows, tc.selected)
@@ -38,7 +38,7 @@ func TestTargetLine(t *testing.T) {
 func TestReportTable(t *testing.T) {
 	rows := map[string]*row{keyCapgate: measured(20000), keyEcho: measured(60000), keyGoSDK: measured(5000), keyMCPGo: measured(25000), keyBooking: {err: errTest}}
 	var b bytes.Buffer
-	report(&b, environment{wrk: "wrk x", threads: 2, connections: 64, warmup: "2s", duration: "10s"}, rows, allKeys)
+	report(&b, environment{wrk: "wrk x", threads: 2, connections: 64, warmup: "2s", duration: "10s", rounds: 1}, rows, allKeys)
 	out := b.String()
 	for _, want := range []string{"20,000", "3.00×", "0.25×", "1.25×", "FAILED", "PASS  capgate ≥ 3× go-sdk", "FAIL  capgate ≥ mcp-go", "booking.get FAILED: test failure"} {
 		if !strings.Contains(out, want) {

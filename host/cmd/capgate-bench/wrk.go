@@ -33,7 +33,8 @@ type job struct {
 	name   string // for file names and messages
 	url    string
 	body   []byte
-	marker string // every correct response body contains it
+	marker string   // every correct response body contains it
+	cpu    cpuProbe // the server's cumulative CPU time
 }
 
 // result is one measured run.
@@ -45,7 +46,8 @@ type result struct {
 	sockErrs  int64         // connect, read, write and timeout errors
 	bad       int64         // responses whose body was not the right answer
 	checked   int64         // responses whose body was checked
-	rawOutput string        // wrk's output, for the verbose log
+	cpu       cpuUse        // where the machine's CPU went during the run
+	rawOutput string        // wrk's output
 }
 
 // valid reports whether every response in the run was a correct answer.
@@ -103,23 +105,33 @@ func (l *load) run(ctx context.Context, j job) (*result, error) {
 		return nil, fmt.Errorf("write wrk script: %w", err)
 	}
 	if l.warmup > 0 {
-		if _, err := l.wrk1(ctx, script, j.url, l.warmup); err != nil {
+		if _, _, err := l.wrk1(ctx, script, j.url, l.warmup); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	out, err := l.wrk1(ctx, script, j.url, l.duration)
+	before, err := sampleCPU(j.cpu)
+	if err != nil {
+		return nil, fmt.Errorf("sample CPU: %w", err)
+	}
+	out, wrkCPU, err := l.wrk1(ctx, script, j.url, l.duration)
 	if err != nil {
 		return nil, err
+	}
+	after, err := sampleCPU(j.cpu)
+	if err != nil {
+		return nil, fmt.Errorf("sample CPU: %w", err)
 	}
 	res, err := parseWrk(out)
 	if err != nil {
 		return nil, fmt.Errorf("parse wrk output: %w\n%s", err, out)
 	}
+	res.cpu = between(before, after, wrkCPU)
 	return res, nil
 }
 
-// wrk1 runs wrk once and returns its standard output.
-func (l *load) wrk1(ctx context.Context, script, url string, d time.Duration) (string, error) {
+// wrk1 runs wrk once and returns its standard output and the CPU time it
+// used.
+func (l *load) wrk1(ctx context.Context, script, url string, d time.Duration) (string, time.Duration, error) {
 	args := []string{
 		"-t" + strconv.Itoa(l.threads),
 		"-c" + strconv.Itoa(l.connections),
@@ -132,9 +144,9 @@ func (l *load) wrk1(ctx context.Context, script, url string, d time.Duration) (s
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("wrk %s: %w: %s%s", strings.Join(args, " "), err, stderr.String(), stdout.String())
+		return "", 0, fmt.Errorf("wrk %s: %w: %s%s", strings.Join(args, " "), err, stderr.String(), stdout.String())
 	}
-	return stdout.String(), nil
+	return stdout.String(), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 // wrkSeconds renders d as whole seconds (wrk's smallest unit), at least 1.

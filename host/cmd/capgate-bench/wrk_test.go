@@ -115,7 +115,7 @@ func TestLoadChecksBodies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := l.run(context.Background(), job{name: tc.name, url: srv.URL, body: body, marker: "hello, bench"})
+			res, err := l.run(context.Background(), job{name: tc.name, url: srv.URL, body: body, marker: "hello, bench", cpu: selfCPU})
 			if err != nil {
 				t.Fatal(err)
 			}
