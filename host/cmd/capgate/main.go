@@ -1,0 +1,150 @@
+// Command capgate is the capgate host: a permission-gated MCP server whose
+// capabilities come from plugins.
+//
+//	capgate serve -c FILE       run the host
+//	capgate validate -c FILE    check a configuration file
+//	capgate token new           print a fresh bearer token and its token_sha256
+//	capgate version             print the build version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/capgate/capgate/host/internal/app"
+	"github.com/capgate/capgate/host/internal/auth"
+	"github.com/capgate/capgate/host/internal/config"
+)
+
+// version is set at build time (-ldflags -X main.version=...).
+var version = "dev"
+
+const usage = `capgate is a permission-gated MCP server for your platform.
+
+Usage:
+  capgate serve -c FILE       run the host with the configuration in FILE
+  capgate validate -c FILE    check FILE and list every problem in it
+  capgate token new           print a fresh bearer token and its token_sha256
+  capgate version             print the build version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "validate":
+		return validate(args[1:], stdout, stderr)
+	case "token":
+		return token(args[1:], stdout, stderr)
+	case "version", "-v", "--version":
+		fmt.Fprintln(stdout, "capgate", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "capgate: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func configFlag(name string, args []string, stderr io.Writer) (string, bool) {
+	fs := flag.NewFlagSet("capgate "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("c", "", "configuration file (YAML)")
+	if err := fs.Parse(args); err != nil {
+		return "", false
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "usage: capgate %s -c FILE\n", name)
+		return "", false
+	}
+	return *path, true
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	path, ok := configFlag("validate", args, stderr)
+	if !ok {
+		return 2
+	}
+	cfg, err := config.Load(path)
+	if err == nil {
+		err = cfg.CheckFiles()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d tokens, %d plugins)\n", path, len(cfg.Tokens), len(cfg.Plugins))
+	return 0
+}
+
+func token(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 || args[0] != "new" {
+		fmt.Fprintln(stderr, "usage: capgate token new")
+		return 2
+	}
+	tok, sum, err := auth.NewToken()
+	if err != nil {
+		fmt.Fprintln(stderr, "capgate: generate token:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "token: %s\n\n# For the config file (keep the token itself out of it):\n- token_sha256: %s\n  role: CHANGE-ME\n  scope: read\n", tok, sum)
+	return 0
+}
+
+func serve(args []string, stderr io.Writer) int {
+	path, ok := configFlag("serve", args, stderr)
+	if !ok {
+		return 2
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	log := newLogger(cfg.Log, stderr)
+	slog.SetDefault(log)
+
+	// The first SIGINT/SIGTERM starts a graceful drain; a second one kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	a, err := app.New(ctx, cfg, app.Options{Version: version, Logger: log})
+	if err != nil {
+		log.Error("capgate cannot start", "err", err)
+		return 1
+	}
+	go func() {
+		<-ctx.Done()
+		stop() // restore default signal handling: a second signal terminates
+		log.Info("shutting down: draining in-flight calls", "timeout", cfg.HTTP.ShutdownTimeout)
+	}()
+	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("capgate stopped with an error", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.Level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
