@@ -5,14 +5,25 @@
 //
 //  1. pack: the capability's pack is enabled;
 //  2. user binding: an action needs a principal bound to a user;
-//  3. scope: a read token calls only read capabilities (admin calls all);
-//  4. permission: the principal's role holds the capability's permission;
+//  3. scope: a read token calls only read capabilities (action and admin
+//     tokens call all); a principal whose scope is none of read, action and
+//     admin calls nothing;
+//  4. permission: the principal's role holds the capability's permission
+//     ("*" holds every permission, "booking.*" every one starting with
+//     "booking."); a capability that declares no permission needs none;
 //  5. ownership: for owner-guarded capabilities, the target belongs to the
-//     caller (admin principals bypass this step).
+//     caller (admin-scope principals bypass this step). The providing plugin
+//     says who owns the target; a target without an owner belongs to no one,
+//     and a missing one is the plugin's NotFound.
 //
 // Arguments are validated against the input schema after the steps that do
-// not need them and before any plugin sees them. A refusal is a *Refusal
+// not need them and before any plugin sees them, ResolveOwner included. An
+// absent body (empty or null) is the empty object. A refusal is a *Refusal
 // naming its step; a failure the caller can fix (bad arguments, a missing
 // entity) is a *ToolError. Protocol adapters translate these and check
 // nothing themselves.
+//
+// Steps 1 to 4 do not depend on the arguments: Dispatcher.Allowed and
+// Dispatcher.Visible answer them alone, so a tools/list shows exactly the
+// capabilities a tools/call would admit before looking at arguments.
 package dispatch

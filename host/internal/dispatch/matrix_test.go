@@ -1,0 +1,250 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+)
+
+// The gate matrix: every combination of the inputs the gate decides on,
+// each checked against an oracle written from the rules in doc.go rather
+// than from the code.
+
+type packState string
+
+const (
+	packOn     packState = "on"
+	packOff    packState = "off"    // present in the policy as false
+	packAbsent packState = "absent" // not in the policy at all
+)
+
+type grant string
+
+const (
+	grantExact    grant = "exact"     // the role lists the permission itself
+	grantPrefix   grant = "prefix"    // the role holds "booking.*"
+	grantStar     grant = "star"      // the role holds "*"
+	grantNearMiss grant = "near-miss" // the role holds only look-alikes
+	grantNoRole   grant = "no-role"   // the role is not in the policy
+)
+
+func (g grant) held() bool { return g == grantExact || g == grantPrefix || g == grantStar }
+
+// matrixRoles are the roles behind each grant; the near-miss role holds
+// permissions that resemble the booking ones without being them.
+var matrixRoles = map[string][]string{
+	string(grantExact):    {"booking.read", "booking.write", "booking.cancel"},
+	string(grantPrefix):   {"booking.*"},
+	string(grantStar):     {"*"},
+	string(grantNearMiss): {"booking", "bookingx.*", "booking.read.all", "booking.re*", "status.*"},
+}
+
+type target string
+
+const (
+	targetNone    target = "-"       // the capability names no target
+	targetMine    target = "alice's" // b-1, owned by the user the token would act for
+	targetOthers  target = "bob's"   // b-2
+	targetMissing target = "missing" // no such booking
+)
+
+var targetIDs = map[target]string{targetMine: "b-1", targetOthers: "b-2", targetMissing: "b-404"}
+
+// shape is a capability as doc.go sees it, restated here rather than read
+// back from the registry, with arguments the schema accepts and rejects.
+type shape struct {
+	name    string
+	action  bool
+	guarded bool
+	valid   func(id string) string
+	invalid string
+}
+
+var shapes = []shape{
+	{capList, false, false, func(string) string { return `{"limit":5}` }, `{"limit":"five"}`},
+	{capGet, false, true, func(id string) string { return fmt.Sprintf(`{"id":%q}`, id) }, `{"id":1}`},
+	{capBook, true, false, func(string) string { return `{"slot":"fri-17"}` }, `{}`},
+	{capCancel, true, true, func(id string) string { return fmt.Sprintf(`{"id":%q}`, id) }, `{"id":["b-1"]}`},
+}
+
+type combo struct {
+	pack      packState
+	scope     dispatch.Scope
+	bound     bool
+	grant     grant
+	shape     shape
+	target    target
+	argsValid bool
+}
+
+func (c combo) String() string {
+	b := "unbound"
+	if c.bound {
+		b = "bound"
+	}
+	a := "invalid-args"
+	if c.argsValid {
+		a = "valid-args"
+	}
+	return fmt.Sprintf("pack=%s/scope=%q/%s/perm=%s/%s/target=%s/%s", c.pack, c.scope, b, c.grant, c.shape.name, c.target, a)
+}
+
+// verdict is what the gate should do with a combination.
+type verdict struct {
+	outcome string // a dispatch.Step, "invalid-input", "not-found" or "ok"
+	resolve bool   // the provider is asked who owns the target
+	invoke  bool   // the provider runs the capability
+}
+
+// argumentIndependent are the outcomes decided before arguments matter:
+// exactly what tools/list must agree with.
+var argumentIndependent = []string{
+	string(dispatch.StepPack), string(dispatch.StepUserBinding),
+	string(dispatch.StepScope), string(dispatch.StepPermission),
+}
+
+// oracle applies the rules of doc.go, in their order, to a combination.
+func oracle(c combo) verdict {
+	knownScope := c.scope == dispatch.ScopeRead || c.scope == dispatch.ScopeAction || c.scope == dispatch.ScopeAdmin
+	switch {
+	case c.pack != packOn: // 1. the pack is enabled
+		return verdict{outcome: "pack"}
+	case c.shape.action && !c.bound: // 2. an action needs a bound user
+		return verdict{outcome: "user_binding"}
+	case !knownScope, c.shape.action && c.scope == dispatch.ScopeRead: // 3. read tokens call reads only
+		return verdict{outcome: "scope"}
+	case !c.grant.held(): // 4. the role holds the permission
+		return verdict{outcome: "permission"}
+	case !c.argsValid: // arguments, before any plugin sees them
+		return verdict{outcome: "invalid-input"}
+	}
+	if c.shape.guarded && c.scope != dispatch.ScopeAdmin { // 5. ownership; admins bypass
+		switch {
+		case c.target == targetMissing:
+			return verdict{outcome: "not-found", resolve: true}
+		case !c.bound || c.target != targetMine:
+			return verdict{outcome: "ownership", resolve: true}
+		}
+		return verdict{outcome: "ok", resolve: true, invoke: true}
+	}
+	if c.target == targetMissing { // an admin reaches the plugin, which has no such booking
+		return verdict{outcome: "not-found", invoke: true}
+	}
+	return verdict{outcome: "ok", invoke: true}
+}
+
+// outcomeOf names what Invoke did in the oracle's terms.
+func outcomeOf(err error) string {
+	var r *dispatch.Refusal
+	var te *dispatch.ToolError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &r):
+		return string(r.Step)
+	case errors.As(err, &te) && te.Code == dispatch.InvalidInput:
+		return "invalid-input"
+	case errors.As(err, &te) && te.Code == dispatch.NotFound:
+		return "not-found"
+	}
+	return "unexpected: " + err.Error()
+}
+
+// combos generates every combination. Capabilities that name no target
+// are not multiplied by targets.
+func combos() []combo {
+	var out []combo
+	for _, pack := range []packState{packOn, packOff, packAbsent} {
+		for _, scope := range []dispatch.Scope{dispatch.ScopeRead, dispatch.ScopeAction, dispatch.ScopeAdmin, "", "superuser"} {
+			for _, bound := range []bool{true, false} {
+				for _, g := range []grant{grantExact, grantPrefix, grantStar, grantNearMiss, grantNoRole} {
+					for _, s := range shapes {
+						targets := []target{targetNone}
+						if s.guarded {
+							targets = []target{targetMine, targetOthers, targetMissing}
+						}
+						for _, tg := range targets {
+							for _, valid := range []bool{true, false} {
+								out = append(out, combo{pack, scope, bound, g, s, tg, valid})
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestGateMatrix(t *testing.T) {
+	reg := deskRegistry(t)
+	all := combos()
+	seen := map[string]int{}
+	for _, c := range all {
+		t.Run(c.String(), func(t *testing.T) {
+			policy := dispatch.Policy{Packs: map[string]bool{"status": true}, Roles: matrixRoles}
+			switch c.pack {
+			case packOn:
+				policy.Packs["booking"] = true
+			case packOff:
+				policy.Packs["booking"] = false
+			}
+			dk := newDesk()
+			d, err := dispatch.New(reg, policy, map[string]dispatch.Provider{"desk": dk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := dispatch.Principal{Role: string(c.grant), Scope: c.scope}
+			if c.bound {
+				p.UserID = alice
+			}
+			args := c.shape.invalid
+			if c.argsValid {
+				args = c.shape.valid(targetIDs[c.target])
+			}
+
+			want := oracle(c)
+			seen[want.outcome]++
+			_, err = d.Invoke(context.Background(), p, c.shape.name, json.RawMessage(args))
+			if got := outcomeOf(err); got != want.outcome {
+				t.Fatalf("outcome %q (%v), want %q", got, err, want.outcome)
+			}
+			resolved, invoked := dk.calls()
+			if (resolved > 0) != want.resolve || resolved > 1 {
+				t.Errorf("ResolveOwner ran %d times, want asked=%v", resolved, want.resolve)
+			}
+			if (invoked > 0) != want.invoke || invoked > 1 {
+				t.Errorf("Invoke ran %d times, want run=%v", invoked, want.invoke)
+			}
+			if want.invoke && dk.lastP != p {
+				t.Errorf("provider saw principal %+v, want %+v", dk.lastP, p)
+			}
+
+			// tools/list must show exactly what tools/call admits before
+			// the arguments matter: Allowed and Visible agree with the
+			// oracle and with what Invoke just did.
+			e, _ := reg.Lookup(c.shape.name)
+			admitted := !slices.Contains(argumentIndependent, want.outcome)
+			var r *dispatch.Refusal
+			invokeAdmitted := !errors.As(err, &r) || !slices.Contains(argumentIndependent, string(r.Step))
+			if allowed := d.Allowed(p, &e.Capability); allowed != admitted || allowed != invokeAdmitted {
+				t.Errorf("Allowed = %v; oracle admits = %v, Invoke admitted = %v", allowed, admitted, invokeAdmitted)
+			}
+			if visible := slices.Contains(d.Visible(p), e); visible != admitted {
+				t.Errorf("listed by Visible = %v, want %v", visible, admitted)
+			}
+		})
+	}
+	// The matrix must reach every outcome, or it is not testing the gate.
+	for _, o := range append(slices.Clone(argumentIndependent), "ownership", "invalid-input", "not-found", "ok") {
+		if seen[o] == 0 {
+			t.Errorf("no combination ends in %q", o)
+		}
+	}
+	t.Logf("%d combinations; outcomes %v", len(all), seen)
+}
