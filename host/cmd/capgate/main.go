@@ -132,7 +132,6 @@ func serve(args []string, stderr io.Writer) int {
 	go func() {
 		<-ctx.Done()
 		stop() // restore default signal handling: a second signal terminates
-		log.Info("shutting down: draining in-flight calls", "timeout", cfg.HTTP.ShutdownTimeout)
 	}()
 	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("capgate stopped with an error", "err", err)

@@ -9,8 +9,11 @@ import (
 
 // setParentDeathSignal asks the kernel to send the plugin SIGTERM if the host
 // dies without stopping it (kill -9, a crash), so no plugin outlives its host.
+// The plugin also gets a process group of its own: a Ctrl-C or a SIGTERM sent
+// to the host's group must reach the host alone, which then drains in-flight
+// calls before it stops the plugins itself.
 func setParentDeathSignal(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 }
 
 var (
