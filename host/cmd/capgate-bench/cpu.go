@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -186,4 +187,31 @@ func between(a, b cpuSample, wrk time.Duration) cpuUse {
 	}
 	u.others = max(0, (b.busy-a.busy).Seconds()/secs-u.server-u.wrk)
 	return u
+}
+
+// waitQuiet waits, up to limit, until the machine is nearly idle (less than
+// busyOthers cores busy over a second), so that a run starts on a quiet
+// machine where it can. It returns the last busy figure it saw.
+func waitQuiet(ctx context.Context, limit time.Duration) (float64, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		a, err := machineBusy()
+		if err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		b, err := machineBusy()
+		if err != nil {
+			return 0, err
+		}
+		busy := (b - a).Seconds() / time.Since(t0).Seconds()
+		if busy < busyOthers || time.Now().After(deadline) {
+			return busy, nil
+		}
+	}
 }

@@ -24,6 +24,17 @@
 //
 //	capgate-bench [-bin ./bin] [-duration 10s] [-warmup 2s] [-connections 64]
 //	              [-threads 2] [-only capgate,echo,go-sdk,mcp-go,booking]
+//	              [-rounds 1] [-settle 30s] [-start-timeout 30s]
+//
+// The bin directory must hold capgate and capgate-plugin-hello, and
+// capgate-plugin-booking when the booking row is selected.
+//
+// The bench shares the machine with whatever else runs on it. Before each
+// server it waits (up to -settle) for other processes to leave the CPU idle,
+// and during each measured run it records how much CPU the server, wrk and
+// everything else used; a run during which other processes used more than
+// 0.2 cores is flagged. With -rounds N the whole sequence runs N times and
+// the report shows each server's median.
 //
 // The report is a table of requests/s, p50, p99 and each server's throughput
 // relative to capgate, followed by a PASS/FAIL line per target (capgate at

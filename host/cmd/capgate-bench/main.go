@@ -37,6 +37,7 @@ type options struct {
 	threads      int
 	only         []string
 	rounds       int
+	settle       time.Duration
 	startTimeout time.Duration
 }
 
@@ -133,6 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.threads, "threads", 2, "wrk threads (at most -connections)")
 	fs.IntVar(&o.rounds, "rounds", 1, "times to run the whole sequence; the report shows each server's median")
 	fs.StringVar(&only, "only", strings.Join(allKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", "))
+	fs.DurationVar(&o.settle, "settle", 30*time.Second, "before each server, wait up to this long for other processes to leave the CPU idle (0: don't wait)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: capgate-bench [flags]\n\nMeasures capgate's MCP endpoint against reference servers with wrk.\n\nflags:")
@@ -211,6 +213,16 @@ func (b *bench) fail(key string, err error) {
 
 // measure runs the load for j (already validated) and records the result.
 func (b *bench) measure(ctx context.Context, key string, j job) {
+	if b.opts.settle > 0 {
+		busy, err := waitQuiet(ctx, b.opts.settle)
+		if err != nil {
+			b.fail(key, fmt.Errorf("wait for a quiet machine: %w", err))
+			return
+		}
+		if busy >= busyOthers {
+			slog.Warn("machine still busy; measuring anyway", "server", key, "busy_cores", fmt.Sprintf("%.2f", busy), "waited", b.opts.settle)
+		}
+	}
 	slog.Info("measuring", "server", key, "url", j.url, "warmup", wrkSeconds(b.load.warmup), "duration", wrkSeconds(b.load.duration))
 	res, err := b.load.run(ctx, j)
 	if err != nil {
