@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/capgate/capgate/host/internal/registry"
 )
@@ -82,7 +83,7 @@ func appendCompact(b []byte, raw json.RawMessage) []byte {
 // appendResultHead starts a result response for id.
 func appendResultHead(b, id []byte) []byte {
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
+	b = appendRaw(b, id)
 	return append(b, `,"result":`...)
 }
 
@@ -92,7 +93,7 @@ func appendErrorHead(b, id []byte, code int, msg string) []byte {
 	b = append(b, `{"jsonrpc":"2.0",`...)
 	if id != nil {
 		b = append(b, `"id":`...)
-		b = append(b, id...)
+		b = appendRaw(b, id)
 		b = append(b, ',')
 	}
 	b = append(b, `"error":{"code":`...)
@@ -104,4 +105,24 @@ func appendErrorHead(b, id []byte, code int, msg string) []byte {
 // appendError appends a complete error response without data.
 func appendError(b, id []byte, code int, msg string) []byte {
 	return append(appendErrorHead(b, id, code, msg), "}}"...)
+}
+
+// appendRaw appends a JSON value taken from a request or a plugin. Such
+// values are valid JSON but may hold invalid UTF-8 inside strings (the only
+// place a non-ASCII byte can be); those bytes become U+FFFD so the response
+// stays valid UTF-8.
+func appendRaw(b, raw []byte) []byte {
+	if utf8.Valid(raw) {
+		return append(b, raw...)
+	}
+	for i := 0; i < len(raw); {
+		r, n := decodeRune(raw[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, raw[i:i+n]...)
+		}
+		i += n
+	}
+	return b
 }

@@ -313,7 +313,7 @@ func (c *call) resourcesRead(id []byte, ps *params, out []byte) (int, []byte) {
 	}
 	out = appendErrorHead(out, id, code, "Resource not found")
 	out = append(out, `,"data":{"uri":`...)
-	out = append(out, ps.uri...)
+	out = appendRaw(out, ps.uri)
 	return http.StatusOK, append(out, "}}}"...)
 }
 
@@ -342,7 +342,7 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 	// takes any JSON value.
 	if c.ver.modern() || (c.ver.structured() && res[0] == '{') {
 		out = append(out, `,"structuredContent":`...)
-		out = append(out, res...)
+		out = appendRaw(out, res)
 	}
 	out = append(out, `,"isError":false`...)
 	return http.StatusOK, c.closeResult(out, false)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
@@ -387,4 +389,44 @@ func TestNewPanicsWithoutDispatcher(t *testing.T) {
 		}
 	}()
 	New(nil, Options{})
+}
+
+// TestPluginOutputWithInvalidUTF8 covers plugin JSON holding bytes that are
+// not UTF-8: the response replaces them and stays valid UTF-8 JSON.
+func TestPluginOutputWithInvalidUTF8(t *testing.T) {
+	cases := []struct {
+		name, out, want string
+	}{
+		{"in a value", "{\"a\":\"x\xffy\"}", `{"a":"x` + "\uFFFD" + `y"}`},
+		{"in a key", "{\"\xfe\":1}", `{"` + "\uFFFD" + `":1}`},
+		{"valid stays as is", `{"a":"é"}`, `{"a":"é"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := registry.New([]string{"p"})
+			if err := reg.Add(registry.Capability{Name: "p.out", Kind: registry.Read, InputSchema: json.RawMessage(`{"type":"object"}`), Pack: "p", Plugin: "p"}); err != nil {
+				t.Fatal(err)
+			}
+			d, err := dispatch.New(reg, dispatch.Policy{Packs: map[string]bool{"p": true}}, map[string]dispatch.Provider{"p": fixedProvider(tc.out)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := New(d, Options{Logger: slogTo(io.Discard)})
+			m := rpc{method: "tools/call", id: 1, params: map[string]any{"name": "p.out"}}
+			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(m.encode(Version20251125)))
+			r.Header = m.headers(Version20251125)
+			w := httptest.NewRecorder()
+			h.Serve(w, r, mcptest.Admin)
+			if !utf8.Valid(w.Body.Bytes()) {
+				t.Fatalf("response is not UTF-8: %q", w.Body.Bytes())
+			}
+			res := decodeReply(t, w).result(t)
+			if got := mustMarshal(res["structuredContent"]); got != tc.want {
+				t.Fatalf("structuredContent = %s, want %s", got, tc.want)
+			}
+			if got := toolText(t, res); !utf8.ValidString(got) {
+				t.Fatalf("text %q", got)
+			}
+		})
+	}
 }
