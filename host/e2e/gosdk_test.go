@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,16 +42,57 @@ type booking struct {
 	Status     string `json:"status"`
 }
 
+// bearerTransport presents a token the way an MCP client over HTTP does,
+// with an Authorization header on every request, and keeps the body of the
+// last response so a test can read a JSON-RPC error as it was on the wire.
+type bearerTransport struct {
+	token string
+	mu    sync.Mutex
+	last  []byte
+}
+
+func (b *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.last = body
+	b.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+func (b *bearerTransport) lastBody() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+// session is a Go SDK client session and the wire under it.
+type session struct {
+	*mcp.ClientSession
+	wire *bearerTransport
+}
+
 // connect opens a Go SDK client session to the host as token, asking for the
 // given protocol version, and checks that it was granted.
-func connect(t *testing.T, h *host, token, version string) *mcp.ClientSession {
+func connect(t *testing.T, h *host, token, version string) *session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	wire := &bearerTransport{token: token}
 	client := mcp.NewClient(&mcp.Implementation{Name: "capgate-e2e-go", Version: "0.0.0"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:             h.url(),
-		HTTPClient:           bearerClient(token),
+		HTTPClient:           &http.Client{Transport: wire},
 		DisableStandaloneSSE: true, // capgate is stateless: there is no stream to open
 	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
@@ -59,7 +102,7 @@ func connect(t *testing.T, h *host, token, version string) *mcp.ClientSession {
 	if got := cs.InitializeResult().ProtocolVersion; got != version {
 		t.Fatalf("connect as %s asking for %s: server chose protocol version %s", token, version, got)
 	}
-	return cs
+	return &session{ClientSession: cs, wire: wire}
 }
 
 // callResult is a tools/call outcome: a result (possibly isError) or a
@@ -68,20 +111,27 @@ type callResult struct {
 	isError bool
 	data    json.RawMessage // structured content, or the JSON of the first text block
 	text    string
-	rpcErr  *jsonrpc.Error
+	// rpcErr is the JSON-RPC error as the server sent it, and sdkErr what
+	// the SDK made of it. (The Go SDK reads code -32003 as its own internal
+	// "client is closing" and reports ErrConnectionClosed, dropping the
+	// code and data; the wire keeps them.)
+	rpcErr *jsonrpc.Error
+	sdkErr error
 }
 
-func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) callResult {
+func callTool(t *testing.T, s *session, name string, args map[string]any) callResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
-		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) {
-			return callResult{rpcErr: rpcErr}
+		var resp struct {
+			Error *jsonrpc.Error `json:"error"`
 		}
-		t.Fatalf("tools/call %s: %v", name, err)
+		if json.Unmarshal(s.wire.lastBody(), &resp) != nil || resp.Error == nil {
+			t.Fatalf("tools/call %s: %v (and no JSON-RPC error on the wire)", name, err)
+		}
+		return callResult{rpcErr: resp.Error, sdkErr: err}
 	}
 	out := callResult{isError: res.IsError}
 	for _, c := range res.Content {
@@ -123,6 +173,9 @@ func (r callResult) wantRefusal(t *testing.T, what, step string) {
 		t.Errorf("%s: got a result (isError=%v, %s), want JSON-RPC error -32003 at step %q", what, r.isError, r.text, step)
 		return
 	}
+	if r.sdkErr == nil || !strings.Contains(r.sdkErr.Error(), r.rpcErr.Message) {
+		t.Errorf("%s: the Go SDK reported %v, want an error carrying %q", what, r.sdkErr, r.rpcErr.Message)
+	}
 	if r.rpcErr.Code != -32003 {
 		t.Errorf("%s: JSON-RPC error %d %q, want -32003", what, r.rpcErr.Code, r.rpcErr.Message)
 	}
@@ -134,7 +187,7 @@ func (r callResult) wantRefusal(t *testing.T, what, step string) {
 	}
 }
 
-func listBookings(t *testing.T, cs *mcp.ClientSession, who string) []booking {
+func listBookings(t *testing.T, cs *session, who string) []booking {
 	t.Helper()
 	var out struct {
 		Bookings []booking `json:"bookings"`
@@ -148,7 +201,7 @@ func listBookings(t *testing.T, cs *mcp.ClientSession, who string) []booking {
 	return out.Bookings
 }
 
-func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+func toolNames(t *testing.T, cs *session) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -186,7 +239,7 @@ func TestGoSDKClient(t *testing.T) {
 				tokenService: bookingReads, // bound to no user: no actions
 				tokenGuest:   guestTools,   // catalogue.read only
 			}
-			sessions := map[string]*mcp.ClientSession{tokenAlice: alice}
+			sessions := map[string]*session{tokenAlice: alice}
 			for _, tok := range []string{tokenBob, tokenReader, tokenService, tokenGuest, tokenAdmin} {
 				sessions[tok] = connect(t, h, tok, version)
 			}

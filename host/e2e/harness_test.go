@@ -340,23 +340,6 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
-// bearerTransport adds the Authorization header to every request; it is how
-// the Go SDK client presents a token.
-type bearerTransport struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
-func bearerClient(token string) *http.Client {
-	return &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}}
-}
-
 // authProxy is a reverse proxy to the host that adds the bearer token to
 // every request, for clients that cannot send one (the conformance suite).
 // It passes the client's Host and Origin headers through unchanged, so the

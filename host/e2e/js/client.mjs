@@ -60,7 +60,7 @@ function payload(result) {
 async function call(client, name, args) {
   try {
     const result = await client.callTool({ name, arguments: args });
-    return { isError: result.isError === true, data: payload(result), result };
+    return { isError: result.isError === true, data: payload(result) };
   } catch (err) {
     if (err instanceof McpError) {
       return { error: { code: err.code, message: err.message, data: err.data ?? null } };
