@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // environment is what the report states about how it was measured.
@@ -88,13 +89,22 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "server\t\treq/s\tp50\tp99\t÷ capgate\tserver CPU\tothers' CPU\t"
+	// The text columns are padded here so that they read left-aligned in a
+	// right-aligned table.
+	var nameW, whatW int
+	for _, k := range allKeys {
+		n, w := describe(k)
+		nameW, whatW = max(nameW, utf8.RuneCountInString(n)), max(whatW, utf8.RuneCountInString(w))
+	}
+	pad := func(s string, w int) string { return s + strings.Repeat(" ", w-utf8.RuneCountInString(s)) }
+	head := pad("server", nameW) + "\t" + pad("", whatW) + "\treq/s\tp50\tp99\t÷ capgate\tserver CPU\tothers' CPU\t"
 	if env.rounds > 1 {
 		head += "req/s range\t"
 	}
 	fmt.Fprintln(tw, head)
 	line := func(key string) {
 		name, what := describe(key)
+		name, what = pad(name, nameW), pad(what, whatW)
 		r := rows[key]
 		switch {
 		case !slices.Contains(selected, key):
@@ -129,7 +139,9 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 		line(k)
 	}
 	if slices.Contains(selected, keyBooking) {
-		fmt.Fprintln(tw)
+		// A row of empty cells, not an empty line, which would end the
+		// column block and unalign the booking row.
+		fmt.Fprintln(tw, strings.Repeat("\t", strings.Count(head, "\t")))
 		line(keyBooking)
 	}
 	tw.Flush()
