@@ -399,7 +399,7 @@ func TestCreateErrors(t *testing.T) {
 		{"unknown resource", carol, booking.CreateIn{ResourceID: "room-nowhere", Start: "2030-01-08T10:00:00Z"}, notFound, []string{`no resource with id "room-nowhere"`, "booking.resources"}},
 		{"no resource", carol, booking.CreateIn{Start: "2030-01-08T10:00:00Z"}, invalid, []string{"resource_id is required"}},
 		{"no start", carol, booking.CreateIn{ResourceID: "room-aurora"}, invalid, []string{"start is required", "2030-01-08T08:00:00Z"}},
-		{"not a time", carol, booking.CreateIn{ResourceID: "room-aurora", Start: "tomorrow at ten"}, invalid, []string{"not an RFC 3339 time", "2030-01-08T08:00:00Z"}},
+		{"not a time", carol, booking.CreateIn{ResourceID: "room-aurora", Start: "tomorrow at ten"}, invalid, []string{"not an RFC 3339 time", "2030-01-08T08:00:00Z", "60-minute slots"}},
 		{"date only", carol, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08"}, invalid, []string{"not an RFC 3339 time"}},
 		{"no zone", carol, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T10:00:00"}, invalid, []string{"not an RFC 3339 time"}},
 		{"between slots", carol, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T10:15:00Z"}, invalid,

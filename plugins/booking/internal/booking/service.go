@@ -222,7 +222,7 @@ func (s *Service) Create(ctx context.Context, call sdk.Call, in CreateIn) (Booki
 	}
 	start, err := time.Parse(time.RFC3339, in.Start)
 	if err != nil {
-		return Booking{}, sdk.InvalidInput("start %s is not an RFC 3339 time like %s", shortQuote(in.Start), s.exampleSlot(r))
+		return Booking{}, sdk.InvalidInput("start %s is not an RFC 3339 time like %s; %s", shortQuote(in.Start), s.exampleSlot(r), slotRule(r))
 	}
 	start = start.UTC()
 	if !isSlot(r, start) {

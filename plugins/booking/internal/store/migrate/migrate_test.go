@@ -317,3 +317,11 @@ func TestCurrentWithoutTable(t *testing.T) {
 		t.Fatal("Current on a database never migrated succeeded; want an error")
 	}
 }
+
+func TestApplyOnClosedDatabase(t *testing.T) {
+	db := newDB(t)
+	db.Close()
+	if _, err := migrate.Apply(context.Background(), db, mustLoad(t, good), nil); err == nil || !strings.Contains(err.Error(), "schema_migrations") {
+		t.Fatalf("Apply on a closed database error = %v; want it to name schema_migrations", err)
+	}
+}
