@@ -173,9 +173,8 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p dispatch.Princ
 // readBody reads the whole body, up to the limit, into buf. A non-zero
 // status reports why it could not.
 func (h *Handler) readBody(r *http.Request, buf []byte) ([]byte, int, string) {
-	tooLarge := "request entity too large: the body exceeds " + strconv.FormatInt(h.maxBody, 10) + " bytes"
 	if r.ContentLength > h.maxBody {
-		return buf, http.StatusRequestEntityTooLarge, tooLarge
+		return buf, http.StatusRequestEntityTooLarge, h.tooLarge()
 	}
 	if r.Body == nil {
 		return buf, 0, ""
@@ -190,7 +189,7 @@ func (h *Handler) readBody(r *http.Request, buf []byte) ([]byte, int, string) {
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > h.maxBody {
-			return buf, http.StatusRequestEntityTooLarge, tooLarge
+			return buf, http.StatusRequestEntityTooLarge, h.tooLarge()
 		}
 		if err == io.EOF {
 			return buf, 0, ""
@@ -200,13 +199,17 @@ func (h *Handler) readBody(r *http.Request, buf []byte) ([]byte, int, string) {
 			var ne net.Error
 			switch {
 			case errors.As(err, &mbe):
-				return buf, http.StatusRequestEntityTooLarge, tooLarge
+				return buf, http.StatusRequestEntityTooLarge, h.tooLarge()
 			case errors.As(err, &ne) && ne.Timeout():
 				return buf, http.StatusRequestTimeout, "request timeout: the body did not arrive in time"
 			}
 			return buf, http.StatusBadRequest, "bad request: the body could not be read"
 		}
 	}
+}
+
+func (h *Handler) tooLarge() string {
+	return "request entity too large: the body exceeds " + strconv.FormatInt(h.maxBody, 10) + " bytes"
 }
 
 // transportError answers a request refused before its JSON-RPC body was
