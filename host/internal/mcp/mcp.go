@@ -49,12 +49,15 @@ type Options struct {
 // Handler serves MCP over Streamable HTTP, statelessly, for principals the
 // caller has already authenticated. It is safe for concurrent use.
 type Handler struct {
-	d       *dispatch.Dispatcher
-	reg     *registry.Registry
-	tools   map[*registry.Entry]toolJSON
-	origins originPolicy
-	maxBody int64
-	log     *slog.Logger
+	d     *dispatch.Dispatcher
+	reg   *registry.Registry
+	tools map[*registry.Entry]toolJSON
+	// paramHeaders holds the x-mcp-header bindings of capabilities that
+	// declare any; most declare none and cost nothing.
+	paramHeaders map[string][]paramHeader
+	origins      originPolicy
+	maxBody      int64
+	log          *slog.Logger
 
 	serverInfo   []byte // {"name":...,"version":...}
 	capabilities []byte // the server capabilities object
@@ -74,12 +77,13 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 		panic("mcp.New: nil dispatcher")
 	}
 	h := &Handler{
-		d:       d,
-		reg:     d.Registry(),
-		tools:   map[*registry.Entry]toolJSON{},
-		origins: newOriginPolicy(opts.AllowedOrigins),
-		maxBody: opts.MaxBodyBytes,
-		log:     opts.Logger,
+		d:            d,
+		reg:          d.Registry(),
+		tools:        map[*registry.Entry]toolJSON{},
+		paramHeaders: map[string][]paramHeader{},
+		origins:      newOriginPolicy(opts.AllowedOrigins),
+		maxBody:      opts.MaxBodyBytes,
+		log:          opts.Logger,
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
@@ -89,6 +93,9 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 	}
 	for _, e := range h.reg.All() {
 		h.tools[e] = renderTool(e)
+		if b := paramHeadersOf(e); len(b) > 0 {
+			h.paramHeaders[e.Name] = b
+		}
 	}
 	h.serverInfo = appendString([]byte(`{"name":"`+ServerName+`","version":`), opts.Version)
 	h.serverInfo = append(h.serverInfo, '}')

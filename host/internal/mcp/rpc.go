@@ -193,6 +193,13 @@ func (c *call) checkModern(m *message, meth method, ps *params, out []byte) (int
 		if !isString(want) || !stringIs(want, decoded) {
 			return mismatch("Mcp-Name " + strconv.Quote(hn) + " does not match " + field)
 		}
+		if meth == mToolsCall {
+			if b := c.h.paramHeaders[decoded]; b != nil {
+				if msg := checkParamHeaders(c.r.Header, b, ps.arguments); msg != "" {
+					return mismatch(msg)
+				}
+			}
+		}
 	}
 	var rm requestMeta
 	if !parseMeta(ps.meta, &rm) || !isString(rm.protocolVersion) {
