@@ -38,9 +38,17 @@ func mediaTypeIs(s, want string) bool {
 // accepts reports what the Accept header values allow: application/json
 // and text/event-stream, counting wildcards and honouring q=0 (which means
 // "not acceptable"). No Accept header at all means anything is acceptable
-// (RFC 9110 §12.5.1).
+// (RFC 9110 §12.5.1); an empty one is read the same way, as clients that
+// send it mean no preference rather than "nothing".
 func accepts(values []string) (jsonOK, sseOK bool) {
-	if len(values) == 0 {
+	empty := true
+	for _, v := range values {
+		if strings.TrimSpace(v) != "" {
+			empty = false
+			break
+		}
+	}
+	if empty {
 		return true, true
 	}
 	for _, v := range values {

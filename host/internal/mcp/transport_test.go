@@ -46,7 +46,8 @@ func TestAcceptHeader(t *testing.T) {
 		{"json refused with q=0", []string{"application/json;q=0, text/event-stream"}, 406},
 		{"json refused with q=0.000", []string{"application/json; q=0.000, text/event-stream"}, 406},
 		{"json with low q is still acceptable", []string{"application/json;q=0.1, text/event-stream"}, 200},
-		{"empty value", []string{""}, 406},
+		{"empty value means no preference", []string{""}, 200},
+		{"blank value means no preference", []string{"  "}, 200},
 	}
 	f := newFixture(t, Options{})
 	for _, tc := range cases {

@@ -150,29 +150,37 @@ func TestHiddenEndpointIsIndistinguishable(t *testing.T) {
 		{"unknown token", true, "Bearer unknown-token-0123456789"},
 		{"switched off, valid token", false, "Bearer " + aliceToken},
 	}
+	// The request log answers errors itself at debug level, so both paths
+	// through it are compared.
+	levels := []slog.Level{slog.LevelDebug, slog.LevelInfo}
 	for _, tc := range cases {
-		f := newFixture(t, func(o *Options) { o.Enabled = tc.enabled })
-		base := f.serve(t)
-		for _, m := range methods {
-			t.Run(tc.name+"/"+m, func(t *testing.T) {
-				get := func(path string) []byte {
-					req := mcpRequest(t, m, base+path, tc.authz, callBody(mcptest.Search, `{"query":"x"}`))
-					req.Header.Set("Origin", "https://evil.example")
-					resp, err := http.DefaultClient.Do(req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer resp.Body.Close()
-					if resp.StatusCode != http.StatusNotFound {
-						t.Fatalf("%s %s: status %d", m, path, resp.StatusCode)
-					}
-					return dump(t, resp)
-				}
-				endpoint, unknown := get(MCPPath), get("/api/v1/nothing-here")
-				if !bytes.Equal(endpoint, unknown) {
-					t.Fatalf("endpoint answer differs from an unknown path's:\n%s\n---\n%s", endpoint, unknown)
-				}
+		for _, level := range levels {
+			f := newFixture(t, func(o *Options) {
+				o.Enabled = tc.enabled
+				o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
 			})
+			base := f.serve(t)
+			for _, m := range methods {
+				t.Run(tc.name+"/"+level.String()+"/"+m, func(t *testing.T) {
+					get := func(path string) []byte {
+						req := mcpRequest(t, m, base+path, tc.authz, callBody(mcptest.Search, `{"query":"x"}`))
+						req.Header.Set("Origin", "https://evil.example")
+						resp, err := http.DefaultClient.Do(req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer resp.Body.Close()
+						if resp.StatusCode != http.StatusNotFound {
+							t.Fatalf("%s %s: status %d", m, path, resp.StatusCode)
+						}
+						return dump(t, resp)
+					}
+					endpoint, unknown := get(MCPPath), get("/api/v1/nothing-here")
+					if !bytes.Equal(endpoint, unknown) {
+						t.Fatalf("endpoint answer differs from an unknown path's:\n%s\n---\n%s", endpoint, unknown)
+					}
+				})
+			}
 		}
 	}
 }
