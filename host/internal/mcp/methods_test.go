@@ -47,9 +47,12 @@ func TestMethodsAcrossVersions(t *testing.T) {
 		{
 			name: "initialize",
 			msg:  rpc{method: "initialize", id: 1, params: map[string]any{"protocolVersion": Version20250618, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "0"}}},
-			want: func(string) want {
-				// initialize always selects the handshake revisions, even
-				// under a 2026-07-28 header.
+			want: func(ver string) want {
+				// 2026-07-28 removed the handshake: a request declaring it
+				// gets 404 and -32601 like any unknown method.
+				if modern(ver) {
+					return want{status: 404, code: codeMethodNotFound}
+				}
 				return want{status: 200, check: func(t *testing.T, ver string, res map[string]any) {
 					if res["protocolVersion"] != Version20250618 {
 						t.Errorf("protocolVersion = %v", res["protocolVersion"])
@@ -348,5 +351,21 @@ func TestListCursor(t *testing.T) {
 				t.Fatalf("code = %d, want %d", got, tc.code)
 			}
 		})
+	}
+}
+
+// TestInitializeAtModernVersion: a request declaring 2026-07-28 has no
+// handshake to run, and the answer says which revisions do.
+func TestInitializeAtModernVersion(t *testing.T) {
+	f := newFixture(t, Options{})
+	rep := f.send(mcptest.Reader, Version20260728, rpc{method: "initialize", id: 7, params: map[string]any{"protocolVersion": Version20260728}})
+	if rep.status != 404 || rep.errorCode(t) != codeMethodNotFound || rep.msg["id"] != 7.0 {
+		t.Fatalf("got %d %s", rep.status, rep.raw)
+	}
+	msg := rep.errorObj(t)["message"].(string)
+	for _, v := range []string{"server/discover", Version20251125, Version20250618, Version20250326} {
+		if !contains(msg, v) {
+			t.Errorf("message %q does not name %s", msg, v)
+		}
 	}
 }

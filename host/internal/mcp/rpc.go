@@ -121,9 +121,10 @@ func (c *call) request(m *message, out []byte) (int, []byte) {
 	if !parseParams(m.params, &ps) {
 		return http.StatusOK, appendError(out, m.id, codeInvalidParams, "invalid params: params must be an object")
 	}
-	// initialize always means the handshake revisions: a dual-era server
-	// picks legacy semantics for a client that opens with it.
-	if meth == mInitialize {
+	// A client that opens with initialize gets the handshake revisions. A
+	// request declaring 2026-07-28 is served statelessly, and that revision
+	// has no initialize: it falls through to method-not-found below.
+	if meth == mInitialize && !c.ver.modern() {
 		return c.initialize(m.id, &ps, out)
 	}
 	if c.ver.modern() {
@@ -159,7 +160,14 @@ func (c *call) request(m *message, out []byte) (int, []byte) {
 		status = http.StatusNotFound
 	}
 	name, _ := decodeString(m.method)
-	return status, appendError(out, m.id, codeMethodNotFound, "method not found: "+name)
+	msg := "method not found: " + name
+	if meth == mInitialize {
+		// A client that only knows the handshake reads this and nothing
+		// else, so it names what would work.
+		msg += "; protocol version " + c.ver.String() + " has no initialize (use server/discover), and initialize is served for " +
+			Version20251125 + ", " + Version20250618 + " and " + Version20250326
+	}
+	return status, appendError(out, m.id, codeMethodNotFound, msg)
 }
 
 // checkModern applies what 2026-07-28 asks of every request: the mirrored
