@@ -27,7 +27,7 @@ func TestParseMachineBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 161 * clockTick; got != want {
+	if want := 156 * clockTick; got != want {
 		t.Errorf("busy = %v, want %v", got, want)
 	}
 	if _, err := parseMachineBusy("intr 1 2 3"); err == nil {
