@@ -39,15 +39,14 @@ type job struct {
 
 // result is one measured run.
 type result struct {
-	requests  int64         // completed requests in the measured run
-	rps       float64       // requests per second
-	p50, p99  time.Duration // latency percentiles
-	non2xx    int64         // responses with a non-2xx/3xx status
-	sockErrs  int64         // connect, read, write and timeout errors
-	bad       int64         // responses whose body was not the right answer
-	checked   int64         // responses whose body was checked
-	cpu       cpuUse        // where the machine's CPU went during the run
-	rawOutput string        // wrk's output
+	requests int64         // completed requests in the measured run
+	rps      float64       // requests per second
+	p50, p99 time.Duration // latency percentiles
+	non2xx   int64         // responses with a non-2xx/3xx status
+	sockErrs int64         // connect, read, write and timeout errors
+	bad      int64         // responses whose body was not the right answer
+	checked  int64         // responses whose body was checked
+	cpu      cpuUse        // where the machine's CPU went during the run
 }
 
 // valid reports whether every response in the run was a correct answer.
@@ -233,7 +232,7 @@ var (
 // parseWrk reads requests/s, p50, p99 and error counts from wrk's output
 // (run with --latency and the script from luaScript).
 func parseWrk(out string) (*result, error) {
-	r := &result{rawOutput: out}
+	r := &result{}
 	m := reRPS.FindStringSubmatch(out)
 	if m == nil {
 		return nil, errors.New("no Requests/sec line")
