@@ -197,30 +197,36 @@ func (p *capgateProc) waitHealthy(ctx context.Context, timeout time.Duration) er
 	}
 }
 
-// stop ends capgate: SIGTERM, then SIGKILL to its process group if it has not
-// exited within 10 s. Plugins left in the group are killed too.
+// stop ends capgate: SIGTERM, then SIGKILL if it has not exited within
+// 10 s. Plugins still running after capgate is gone are killed, so that
+// nothing of capgate uses CPU while the next server runs.
 func (p *capgateProc) stop() error {
-	pgid := p.cmd.Process.Pid
-	var err error
+	// The plugins, listed while they are still capgate's children.
+	plugins, err := descendants(p.cmd.Process.Pid)
+	if err != nil {
+		slog.Warn("list capgate's plugins", "err", err)
+	}
 	select {
 	case <-p.exited:
 		err = fmt.Errorf("capgate had already exited: %v", p.waitErr)
 	default:
+		err = nil
 		if sigErr := p.cmd.Process.Signal(syscall.SIGTERM); sigErr != nil {
 			err = fmt.Errorf("signal capgate: %w", sigErr)
 		}
 		select {
 		case <-p.exited:
 		case <-time.After(10 * time.Second):
-			err = errors.New("capgate did not exit within 10s of SIGTERM; killed")
+			err = errors.Join(err, errors.New("capgate did not exit within 10s of SIGTERM; killed"))
+			_ = p.cmd.Process.Kill()
+			<-p.exited
 		}
 	}
-	// Whatever is left in the group (capgate itself after the timeout, or
-	// plugins it did not stop) must not use CPU while the next server runs.
-	if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
-		err = errors.Join(err, fmt.Errorf("kill capgate process group %d: %w", pgid, kerr))
+	for _, c := range plugins {
+		if kerr := killIfSame(c); kerr != nil {
+			err = errors.Join(err, kerr)
+		}
 	}
-	<-p.exited
 	return err
 }
 

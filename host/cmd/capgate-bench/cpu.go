@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,6 +70,9 @@ func treeCPU(pid int) cpuProbe {
 type procStat struct {
 	pid, ppid int
 	cpu       time.Duration
+	// start is when the process started, in clock ticks after boot: with
+	// pid, it names a process even after its pid could have been reused.
+	start int64
 }
 
 // readProcs reads pid, ppid and utime+stime of every process under root.
@@ -108,18 +112,59 @@ func parseProcStat(s string) (procStat, error) {
 		return procStat{}, fmt.Errorf("pid: %w", err)
 	}
 	// Fields after comm start at field 3 (state); ppid is 4, utime 14,
-	// stime 15.
+	// stime 15, starttime 22.
 	f := strings.Fields(s[close+1:])
-	if len(f) < 13 {
+	if len(f) < 20 {
 		return procStat{}, errors.New("too few fields")
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	ut, err2 := strconv.ParseInt(f[11], 10, 64)
 	st, err3 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	start, err4 := strconv.ParseInt(f[19], 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return procStat{}, err
 	}
-	return procStat{pid: pid, ppid: ppid, cpu: time.Duration(ut+st) * clockTick}, nil
+	return procStat{pid: pid, ppid: ppid, cpu: time.Duration(ut+st) * clockTick, start: start}, nil
+}
+
+// descendants lists the processes below pid.
+func descendants(pid int) ([]procStat, error) {
+	procs, err := readProcs("/proc")
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]procStat{}
+	for _, p := range procs {
+		children[p.ppid] = append(children[p.ppid], p)
+	}
+	var out []procStat
+	var walk func(int)
+	walk = func(id int) {
+		for _, c := range children[id] {
+			out = append(out, c)
+			walk(c.pid)
+		}
+	}
+	walk(pid)
+	return out, nil
+}
+
+// killIfSame sends SIGKILL to p if it is still running, and is still the
+// same process (its pid has not been reused).
+func killIfSame(p procStat) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return nil // gone
+	}
+	now, err := parseProcStat(string(b))
+	if err != nil || now.start != p.start {
+		return nil // gone, and the pid reused
+	}
+	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill plugin process %d: %w", p.pid, err)
+	}
+	slog.Warn("killed a plugin process capgate left running", "pid", p.pid)
+	return nil
 }
 
 // machineBusy returns the CPU time all processors spent not idle, from
