@@ -34,7 +34,8 @@
 // and during each measured run it records how much CPU the server, wrk and
 // everything else used; a run during which other processes used more than
 // 0.2 cores is flagged. With -rounds N the whole sequence runs N times and
-// the report shows each server's median.
+// the report shows, for each server, the median of its undisturbed runs (of
+// all its runs when every one was disturbed) and how many were undisturbed.
 //
 // The report is a table of requests/s, p50, p99 and each server's throughput
 // relative to capgate, followed by a PASS/FAIL line per target (capgate at

@@ -132,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded warm-up run per server before the measured one (whole seconds; 0 for none)")
 	fs.IntVar(&o.connections, "connections", 64, "keep-alive connections held open by wrk")
 	fs.IntVar(&o.threads, "threads", 2, "wrk threads (at most -connections)")
-	fs.IntVar(&o.rounds, "rounds", 1, "times to run the whole sequence; the report shows each server's median")
+	fs.IntVar(&o.rounds, "rounds", 1, "times to run the whole sequence; the report shows each server's median over its undisturbed runs")
 	fs.StringVar(&only, "only", strings.Join(allKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", "))
 	fs.DurationVar(&o.settle, "settle", 30*time.Second, "before each server, wait up to this long for other processes to leave the CPU idle (0: don't wait)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")

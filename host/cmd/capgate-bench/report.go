@@ -77,7 +77,7 @@ const busyOthers = 0.2
 func report(w io.Writer, env environment, rows map[string]*row, selected []string) {
 	rounds := "one run per server"
 	if env.rounds > 1 {
-		rounds = fmt.Sprintf("median of %d rounds", env.rounds)
+		rounds = fmt.Sprintf("%d rounds, each figure the median of the server's undisturbed runs (of all its runs when none was)", env.rounds)
 	}
 	fmt.Fprintf(w, "\ncapgate bench: %s, -t%d -c%d keep-alive, warm-up %s, measured %s per server, one server at a time, %s; GOMAXPROCS=%d, %d CPUs, %s\n",
 		env.wrk, env.threads, env.connections, env.warmup, env.duration, rounds, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
@@ -99,7 +99,7 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 	pad := func(s string, w int) string { return s + strings.Repeat(" ", w-utf8.RuneCountInString(s)) }
 	head := pad("server", nameW) + "\t" + pad("", whatW) + "\treq/s\tp50\tp99\t÷ capgate\tserver CPU\tothers' CPU\t"
 	if env.rounds > 1 {
-		head += "req/s range\t"
+		head += "undisturbed\treq/s range (all)\t"
 	}
 	fmt.Fprintln(tw, head)
 	line := func(key string) {
@@ -131,7 +131,7 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", name, what, rps, latency(r.p50()), latency(r.p99()), ratio, r.serverCPU(), others)
 		if env.rounds > 1 {
 			lo, hi := r.rpsRange()
-			fmt.Fprintf(tw, "%s–%s\t", thousands(lo), thousands(hi))
+			fmt.Fprintf(tw, "%d/%d\t%s–%s\t", r.quiet(), len(r.runs), thousands(lo), thousands(hi))
 		}
 		fmt.Fprintln(tw)
 	}

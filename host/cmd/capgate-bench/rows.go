@@ -44,21 +44,48 @@ func (r *row) problem() string {
 	return strings.Join(p, "; ")
 }
 
-// rps is the median throughput over the runs.
-func (r *row) rps() float64 {
-	return median(r.runs, func(x *result) float64 { return x.rps })
+// used are the runs the figures come from: those during which other
+// processes left the machine alone (at most busyOthers cores), or all of
+// them when every run was disturbed.
+func (r *row) used() []*result {
+	var quiet []*result
+	for _, x := range r.runs {
+		if x.cpu.others <= busyOthers {
+			quiet = append(quiet, x)
+		}
+	}
+	if len(quiet) == 0 {
+		return r.runs
+	}
+	return quiet
 }
 
-// p50 and p99 are the median latency percentiles over the runs.
+// quiet is how many runs were undisturbed.
+func (r *row) quiet() int {
+	n := 0
+	for _, x := range r.runs {
+		if x.cpu.others <= busyOthers {
+			n++
+		}
+	}
+	return n
+}
+
+// rps is the median throughput over the used runs.
+func (r *row) rps() float64 {
+	return median(r.used(), func(x *result) float64 { return x.rps })
+}
+
+// p50 and p99 are the median latency percentiles over the used runs.
 func (r *row) p50() time.Duration {
-	return time.Duration(median(r.runs, func(x *result) float64 { return float64(x.p50) }))
+	return time.Duration(median(r.used(), func(x *result) float64 { return float64(x.p50) }))
 }
 
 func (r *row) p99() time.Duration {
-	return time.Duration(median(r.runs, func(x *result) float64 { return float64(x.p99) }))
+	return time.Duration(median(r.used(), func(x *result) float64 { return float64(x.p99) }))
 }
 
-// rpsRange is the lowest and highest throughput over the runs.
+// rpsRange is the lowest and highest throughput over all the runs.
 func (r *row) rpsRange() (lo, hi float64) {
 	for i, x := range r.runs {
 		if i == 0 || x.rps < lo {
@@ -71,19 +98,21 @@ func (r *row) rpsRange() (lo, hi float64) {
 	return lo, hi
 }
 
-// serverCPU is the mean CPU the server used, in cores.
+// serverCPU is the mean CPU the server used over the used runs, in cores.
 func (r *row) serverCPU() float64 {
+	u := r.used()
 	var sum float64
-	for _, x := range r.runs {
+	for _, x := range u {
 		sum += x.cpu.server
 	}
-	return sum / float64(max(1, len(r.runs)))
+	return sum / float64(max(1, len(u)))
 }
 
-// othersCPU is the most CPU other processes used during a run, in cores.
+// othersCPU is the most CPU other processes used during a used run, in
+// cores.
 func (r *row) othersCPU() float64 {
 	var m float64
-	for _, x := range r.runs {
+	for _, x := range r.used() {
 		m = max(m, x.cpu.others)
 	}
 	return m
