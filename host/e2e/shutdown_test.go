@@ -130,7 +130,13 @@ func TestShutdownDrainsCallsAndPlugins(t *testing.T) {
 			}
 		})
 	}
+	warmUp := time.Now().Add(60 * time.Second)
 	for served.Load() < 40 {
+		if time.Now().After(warmUp) {
+			stop.Store(true)
+			workers.Wait()
+			t.Fatalf("only %d calls served in 60s before SIGTERM; failures: %q", served.Load(), bad)
+		}
 		select {
 		case o := <-held:
 			t.Fatalf("the held call ended before its body was sent: %+v", o)
