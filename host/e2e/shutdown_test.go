@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,4 +209,34 @@ func alive(pid int, exe string) bool {
 		}
 	}
 	return strings.TrimSuffix(link, " (deleted)") == exe
+}
+
+// TestPluginProcsSeesAProcess checks the orphan detector itself on a process
+// it knows: a copy of sleep, found by its path while it runs and not after.
+func TestPluginProcsSeesAProcess(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "capgate-plugin-probe")
+	copyFile(t, sleep, bin)
+	cmd := exec.Command(bin, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if got := pluginProcs(bin); !slices.Equal(got, []int{pid}) {
+		t.Errorf("pluginProcs(%s) = %v while pid %d runs it", bin, got, pid)
+	}
+	if !alive(pid, bin) {
+		t.Errorf("alive(%d) = false while it runs", pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if got := pluginProcs(bin); len(got) != 0 {
+		t.Errorf("pluginProcs(%s) = %v after the process ended", bin, got)
+	}
+	if alive(pid, bin) {
+		t.Errorf("alive(%d) = true after the process ended", pid)
+	}
 }
