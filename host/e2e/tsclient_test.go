@@ -44,11 +44,20 @@ func TestTypeScriptClient(t *testing.T) {
 		CancelOwn       *tsCall                `json:"cancelOwn"`
 		OtherBookingID  string                 `json:"otherBookingId"`
 		CancelOther     *tsCall                `json:"cancelOther"`
+		Checks          map[string]bool        `json:"checks"`
 	}
 	if err := json.Unmarshal(stdout, &out); err != nil {
 		t.Fatalf("client.mjs output is not the expected JSON: %v", err)
 	}
 
+	if len(out.Checks) != 3 {
+		t.Errorf("client.mjs reported checks %v, want its 3", out.Checks)
+	}
+	for name, ok := range out.Checks {
+		if !ok {
+			t.Errorf("client.mjs check %s failed", name)
+		}
+	}
 	if out.ServerVersion == nil || out.ServerVersion.Name == "" {
 		t.Errorf("the client saw no serverInfo")
 	}

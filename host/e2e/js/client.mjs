@@ -1,10 +1,11 @@
 // client.mjs drives a running capgate MCP endpoint with the official
-// TypeScript SDK client and prints what it saw as one JSON object on stdout.
-// It asserts nothing itself: the Go test TestTypeScriptClient reads the
-// output and decides. It exits non-zero only when the session itself breaks
-// (connect, list or an unexpected throw), with the error on stderr.
+// TypeScript SDK client and prints what it saw as one JSON object on stdout,
+// with a "checks" object of the outcomes it expects. It exits 1 when a check
+// fails, and non-zero with the error on stderr when the session itself
+// breaks. The Go test TestTypeScriptClient runs it against the real binary
+// and asserts on the whole output; against `make run` it works as is:
 //
-//   node client.mjs --url http://127.0.0.1:PORT/api/v1/mcp \
+//   node client.mjs --url http://127.0.0.1:8080/api/v1/mcp \
 //     --token demo-alice --other-token demo-bob
 //
 // Steps, all over StreamableHTTPClientTransport with the bearer token sent
@@ -91,4 +92,10 @@ if (theirs) {
 }
 await me.client.close();
 
+out.checks = {
+  listedOwnBookings: Array.isArray(out.list.data?.bookings) && out.list.data.bookings.length > 0,
+  cancelledOwnBooking: out.cancelOwn?.isError === false && out.cancelOwn.data?.status === 'cancelled',
+  ownershipRefused: out.cancelOther?.error?.code === -32003 && out.cancelOther.error.data?.step === 'ownership',
+};
 process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+process.exitCode = Object.values(out.checks).every(Boolean) ? 0 : 1;
