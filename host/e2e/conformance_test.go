@@ -170,7 +170,7 @@ var conformanceExpectedFailures = []expectedFailure{
 func TestConformance(t *testing.T) {
 	needE2E(t)
 	node := nodeBin(t)
-	h := startHost(t, "")
+	h := startHost(t)
 	proxy := authProxy(t, h, tokenAlice)
 	target := proxy.URL + mcpPath
 

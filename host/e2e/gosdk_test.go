@@ -224,7 +224,7 @@ func TestGoSDKClient(t *testing.T) {
 	needE2E(t)
 	for _, version := range protocolVersions {
 		t.Run(version, func(t *testing.T) {
-			h := startHost(t, "")
+			h := startHost(t)
 			alice := connect(t, h, tokenAlice, version)
 			if info := alice.InitializeResult().ServerInfo; info == nil || info.Name == "" {
 				t.Errorf("server announced no serverInfo name")
@@ -318,8 +318,7 @@ func TestGoSDKClient(t *testing.T) {
 // and a malformed header, whatever the request.
 func TestNoTokenIs404(t *testing.T) {
 	needE2E(t)
-	h := startHost(t, "")
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`
+	h := startHost(t)
 	for name, auth := range map[string]string{
 		"none":          "",
 		"unknown token": "Bearer demo-mallory",
@@ -327,22 +326,8 @@ func TestNoTokenIs404(t *testing.T) {
 		"empty bearer":  "Bearer ",
 	} {
 		t.Run(name, func(t *testing.T) {
-			req, err := http.NewRequest(http.MethodPost, h.url(), strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			if auth != "" {
-				req.Header.Set("Authorization", auth)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusNotFound {
-				t.Errorf("POST %s with Authorization %q: HTTP %d, want 404", mcpPath, auth, resp.StatusCode)
+			if code := postInitialize(t, h, auth); code != http.StatusNotFound {
+				t.Errorf("POST %s with Authorization %q: HTTP %d, want 404", mcpPath, auth, code)
 			}
 		})
 	}
@@ -357,26 +342,31 @@ func TestNoTokenIs404(t *testing.T) {
 		t.Errorf("Go SDK connect without a token: %v, want a 404", err)
 	}
 	// And a valid token reaches it, so the 404s above are about the token.
-	if resp := postWithToken(t, h, tokenAlice, body); resp.StatusCode != http.StatusOK {
-		t.Errorf("POST initialize with %s: HTTP %d, want 200", tokenAlice, resp.StatusCode)
+	if code := postInitialize(t, h, "Bearer "+tokenAlice); code != http.StatusOK {
+		t.Errorf("POST initialize with %s: HTTP %d, want 200", tokenAlice, code)
 	}
 }
 
-func postWithToken(t *testing.T, h *host, token, body string) *http.Response {
+// postInitialize sends a raw initialize request with the given
+// Authorization header (none when empty) and returns the HTTP status.
+func postInitialize(t *testing.T, h *host, auth string) int {
 	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`
 	req, err := http.NewRequest(http.MethodPost, h.url(), strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	return resp
+	return resp.StatusCode
 }
 
 func statusOf(bs []booking, id string) string {

@@ -129,7 +129,7 @@ type host struct {
 
 // hostConfig is the test configuration: the demo config's tokens, roles and
 // pack, with this test's port, data directory and plugin path.
-func hostConfig(port int, dataDir, plugin, extra string) string {
+func hostConfig(port int, dataDir, plugin string) string {
 	return fmt.Sprintf(`enabled: true
 listen: 127.0.0.1:%d
 data_dir: %s
@@ -149,16 +149,16 @@ roles:
 packs: {booking: true}
 plugins:
   - {name: booking, path: %s, config: {seed: demo}}
-%s`, port, strconv.Quote(dataDir),
+`, port, strconv.Quote(dataDir),
 		tokenAlice, tokenBob, tokenReader, tokenService, tokenGuest, tokenAdmin,
-		strconv.Quote(plugin), extra)
+		strconv.Quote(plugin))
 }
 
 // startHost starts `capgate serve` on a fresh port with a fresh data
-// directory (so the booking seed is new) and waits for GET /healthz. extra
-// is appended to the config file. When the test ends the host is stopped
-// with SIGTERM and must exit 0 leaving no plugin process behind.
-func startHost(t *testing.T, extra string) *host {
+// directory (so the booking seed is new) and waits for GET /healthz. When
+// the test ends the host is stopped with SIGTERM and must exit 0 leaving no
+// plugin process behind.
+func startHost(t *testing.T) *host {
 	t.Helper()
 	hostPath, pluginPath := binaries(t)
 	dir := t.TempDir()
@@ -170,7 +170,7 @@ func startHost(t *testing.T, extra string) *host {
 	}
 	port := freePort(t)
 	cfg := filepath.Join(dir, "capgate.yaml")
-	if err := os.WriteFile(cfg, []byte(hostConfig(port, filepath.Join(dir, "data"), plugin, extra)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(hostConfig(port, filepath.Join(dir, "data"), plugin)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "capgate.log")

@@ -76,7 +76,7 @@ func checkListResponse(resp *http.Response) string {
 // by itself, and leave no plugin process running.
 func TestShutdownDrainsCallsAndPlugins(t *testing.T) {
 	needE2E(t)
-	h := startHost(t, "")
+	h := startHost(t)
 	plugins := pluginProcs(h.plugin)
 	if len(plugins) == 0 {
 		t.Fatalf("no process runs the plugin binary %s while the host is up", h.plugin)

@@ -26,7 +26,7 @@ type tsCall struct {
 func TestTypeScriptClient(t *testing.T) {
 	needE2E(t)
 	nodeBin(t)
-	h := startHost(t, "")
+	h := startHost(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
