@@ -121,8 +121,14 @@ func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool,
 	if err != nil {
 		return nil, err
 	}
-	dataDir := filepath.Join(workDir, "capgate-data")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	// A fresh directory per start: each round begins from the seed, and its
+	// config and log stay apart from the previous round's.
+	runDir, err := os.MkdirTemp(workDir, "capgate-")
+	if err != nil {
+		return nil, fmt.Errorf("create capgate run dir: %w", err)
+	}
+	dataDir := filepath.Join(runDir, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create capgate data dir: %w", err)
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
@@ -130,11 +136,11 @@ func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool,
 	if err != nil {
 		return nil, fmt.Errorf("encode capgate config: %w", err)
 	}
-	cfgPath := filepath.Join(workDir, "capgate.yaml")
+	cfgPath := filepath.Join(runDir, "capgate.yaml")
 	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
 		return nil, fmt.Errorf("write capgate config: %w", err)
 	}
-	logPath := filepath.Join(workDir, "capgate.log")
+	logPath := filepath.Join(runDir, "capgate.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("create capgate log: %w", err)
@@ -144,7 +150,8 @@ func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool,
 	cmd := exec.Command(filepath.Join(abs, capgateBin), "serve", "-c", cfgPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = childEnv(os.Environ())
-	// Own process group, so the plugins it starts can be stopped with it.
+	// Its own process group: a Ctrl-C at the terminal reaches only the
+	// bench, which then stops capgate and its plugins in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)

@@ -149,16 +149,22 @@ func descendants(pid int) ([]procStat, error) {
 	return out, nil
 }
 
+// running reports whether p is still running: its pid exists and names a
+// process started when p was.
+func running(p procStat) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return false
+	}
+	now, err := parseProcStat(string(b))
+	return err == nil && now.start == p.start
+}
+
 // killIfSame sends SIGKILL to p if it is still running, and is still the
 // same process (its pid has not been reused).
 func killIfSame(p procStat) error {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-	if err != nil {
-		return nil // gone
-	}
-	now, err := parseProcStat(string(b))
-	if err != nil || now.start != p.start {
-		return nil // gone, and the pid reused
+	if !running(p) {
+		return nil
 	}
 	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill plugin process %d: %w", p.pid, err)
