@@ -27,7 +27,7 @@ func Serve(p *Plugin) {
 		VersionedPlugins: map[int]plugin.PluginSet{
 			capgatev1.ProtocolVersion: {capgatev1.PluginName: &pluginwire.Plugin{Impl: NewServer(p)}},
 		},
-		GRPCServer: plugin.DefaultGRPCServer,
+		GRPCServer: newGRPCServer,
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name: p.name, Output: os.Stderr, JSONFormat: true, Level: hclog.Info,
 		}),
@@ -36,6 +36,19 @@ func Serve(p *Plugin) {
 		p.logger.Error("close plugin", "err", err)
 		os.Exit(1)
 	}
+}
+
+// newGRPCServer serves calls on a fixed set of worker goroutines instead of
+// a new goroutine per call: a worker's stack stays grown between calls, while
+// a fresh goroutine grows (copies) its stack again on every call that goes
+// deep, as a database driver does.
+//
+// A call that finds every worker busy still gets a goroutine of its own, so
+// the number bounds nothing; it is sized for a host under heavy load.
+const streamWorkers = 64
+
+func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
+	return grpc.NewServer(append(opts, grpc.NumStreamWorkers(streamWorkers))...)
 }
 
 func (p *Plugin) close() error {

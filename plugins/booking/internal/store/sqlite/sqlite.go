@@ -29,6 +29,9 @@ const timeLayout = "2006-01-02T15:04:05Z"
 // Store is a store.Store on one SQLite file.
 type Store struct {
 	db *sql.DB
+	// bookingByID is prepared once: it serves booking.get and every owner
+	// check, and parsing its SQL each time cost more than running it.
+	bookingByID *sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -53,6 +56,12 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open booking database %q: %w", path, err)
 	}
+	// Keep connections open: database/sql keeps only two idle ones by
+	// default, and under concurrent calls every extra one would be reopened
+	// (file open, pragmas, schema parse) for each query. Writers still take
+	// turns on SQLite's write lock; readers run in parallel under WAL.
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open booking database %q: %w", path, err)
@@ -70,14 +79,24 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate booking database %q: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	byID, err := db.PrepareContext(ctx, `SELECT `+bookingCols+` FROM bookings WHERE id = $1`)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("booking database %q: prepare: %w", path, err)
+	}
+	return &Store{db: db, bookingByID: byID}, nil
 }
+
+// maxConns bounds the pool: enough readers for a few cores, few enough that
+// writers waiting on the lock do not pile up.
+const maxConns = 8
 
 // DB exposes the handle for tests and diagnostics in this plugin.
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	_ = s.bookingByID.Close() // closing the pool below reports any failure that matters
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close booking database: %w", err)
 	}
@@ -240,15 +259,11 @@ func insertBooking(ctx context.Context, db execer, b store.Booking) error {
 
 // Booking implements store.Store.
 func (s *Store) Booking(ctx context.Context, id string) (store.Booking, error) {
-	return getBooking(ctx, s.db, id)
+	return getBooking(ctx, s.bookingByID, id)
 }
 
-type queryRower interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func getBooking(ctx context.Context, db queryRower, id string) (store.Booking, error) {
-	b, err := scanBooking(db.QueryRowContext(ctx, `SELECT `+bookingCols+` FROM bookings WHERE id = $1`, id))
+func getBooking(ctx context.Context, byID *sql.Stmt, id string) (store.Booking, error) {
+	b, err := scanBooking(byID.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Booking{}, fmt.Errorf("booking %q: %w", id, store.ErrNotFound)
 	}
@@ -331,7 +346,7 @@ func (s *Store) CancelBooking(ctx context.Context, id string, at time.Time) (sto
 	if err != nil {
 		return store.Booking{}, false, fmt.Errorf("cancel booking %q: %w", id, err)
 	}
-	b, err := getBooking(ctx, tx, id)
+	b, err := getBooking(ctx, tx.StmtContext(ctx, s.bookingByID), id)
 	if err != nil {
 		return store.Booking{}, false, err
 	}
