@@ -13,6 +13,10 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 PLUGINS  := $(notdir $(wildcard plugins/*))
 CONFIG   ?= config/capgate.yaml
 FUZZTIME ?= 15s
+# Extra flags for go test in `make test` (CI adds -json).
+GOTESTFLAGS ?=
+# Extra flags for capgate-bench, e.g. BENCHFLAGS="-rounds 3".
+BENCHFLAGS ?=
 
 # Generator versions for `make proto`, pinned so output is reproducible.
 BUF_VERSION             := v1.75.0
@@ -48,14 +52,15 @@ run: build
 # Node 22; without npm those tests skip (and fail under CI=true).
 e2e-deps:
 	@if command -v npm >/dev/null 2>&1; then \
-		cd host/e2e/js && npm ci --no-audit --no-fund --loglevel=error; \
+		cd host/e2e/js && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || \
+			npm ci --no-audit --no-fund --loglevel=error; }; \
 	else \
 		echo "npm not found: the TypeScript client and conformance tests will be skipped"; \
 	fi
 
 test: e2e-deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
 
 # test-go is the Go tests alone, for a quick loop.
 test-go:
@@ -66,7 +71,7 @@ fuzz:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./host/internal/mcp ./host/internal/dispatch ./host/internal/auth
-	$(GO) run ./host/cmd/capgate-bench -bin $(BIN)
+	$(GO) run ./host/cmd/capgate-bench -bin $(BIN) $(BENCHFLAGS)
 
 proto:
 	@mkdir -p $(BIN)/tools

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/capgate/capgate/host/internal/app"
@@ -119,6 +120,7 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
+	tuneGC()
 
 	// The first SIGINT/SIGTERM starts a graceful drain; a second one kills.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -138,6 +140,16 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// tuneGC trades memory for CPU unless the operator chose (GOGC set): the
+// host's live heap is a few megabytes, so the default target makes it
+// collect thousands of times a second under load. Measured on 2 cores, 400
+// cut the host's CPU per call by roughly a fifth.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
