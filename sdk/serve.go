@@ -47,8 +47,16 @@ func Serve(p *Plugin) {
 // the number bounds nothing; it is sized for a host under heavy load.
 const streamWorkers = 64
 
+const windowSize = 1 << 20
+
 func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
-	return grpc.NewServer(append(opts, grpc.NumStreamWorkers(streamWorkers))...)
+	return grpc.NewServer(append(opts,
+		grpc.NumStreamWorkers(streamWorkers),
+		// A fixed window turns off gRPC's bandwidth estimator, which pings
+		// on most reads; the host fixes its side the same way.
+		grpc.InitialWindowSize(windowSize),
+		grpc.InitialConnWindowSize(windowSize),
+	)...)
 }
 
 func (p *Plugin) close() error {

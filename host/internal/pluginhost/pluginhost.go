@@ -156,6 +156,7 @@ func start(ctx context.Context, s Spec, opts Options) (_ *Plugin, err error) {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		SecureConfig:     secure,
 		StartTimeout:     opts.StartTimeout,
+		GRPCDialOptions:  grpcDialOptions,
 		Logger:           newHCLog(opts.Logger.With("plugin", s.Name)),
 	})
 	p := &Plugin{spec: s, client: client}

@@ -313,3 +313,30 @@ func TestCrashedPluginFailsCallsCleanly(t *testing.T) {
 		t.Errorf("a dead plugin must not look like a tool result: %v", err)
 	}
 }
+
+// BenchmarkInvoke measures one call over the plugin link (host gRPC client,
+// local socket, plugin gRPC server, SDK decode and encode), with parallel
+// callers as under HTTP load: the cost every capability call pays on top of
+// the host's own work.
+func BenchmarkInvoke(b *testing.B) {
+	h, err := pluginhost.Start(context.Background(), []pluginhost.Spec{notes("notes", "")}, pluginhost.Options{
+		DataDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Stop()
+	prov := h.Providers()["notes"]
+	pr := dispatch.Principal{Role: "r", Scope: dispatch.ScopeRead, UserID: "alice"}
+	args := json.RawMessage(`{"id":"n1"}`)
+	b.ReportAllocs()
+	b.SetParallelism(32) // many calls in flight, as with 64 HTTP connections
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := prov.Invoke(context.Background(), pr, "notes.get", args); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

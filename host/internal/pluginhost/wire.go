@@ -12,6 +12,17 @@ import (
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
+// windowSize is the fixed HTTP/2 flow-control window of the plugin link.
+// Fixing it (on both ends: the SDK sets the same) turns off gRPC's
+// bandwidth estimator, which keeps sending pings while calls flow; a local
+// socket has no bandwidth to discover.
+const windowSize = 1 << 20
+
+var grpcDialOptions = []grpc.DialOption{
+	grpc.WithInitialWindowSize(windowSize),
+	grpc.WithInitialConnWindowSize(windowSize),
+}
+
 // grpcPlugin is the host side of the go-plugin binding.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
