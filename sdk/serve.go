@@ -77,6 +77,8 @@ type server struct {
 	configured bool
 	broker     *plugin.GRPCBroker
 	host       *grpc.ClientConn
+
+	workers workerPool // runs the calls of the Calls stream
 }
 
 // NewServer returns the gRPC service of p. Serve uses it; it is exported for

@@ -55,6 +55,7 @@ type Plugin struct {
 	client   *plugin.Client
 	rpc      capgatev1.PluginServiceClient
 	describe *capgatev1.DescribeResponse
+	calls    *callStream
 	stopHost func()
 }
 
@@ -214,6 +215,10 @@ func start(ctx context.Context, s Spec, opts Options) (_ *Plugin, err error) {
 		return nil, fmt.Errorf("describe: %s", statusMessage(err))
 	}
 	p.describe = d
+	// Lives until the plugin is stopped, so not bound to the start context.
+	if p.calls, err = openCalls(context.WithoutCancel(ctx), p.rpc); err != nil {
+		return nil, fmt.Errorf("open call stream: %s", statusMessage(err))
+	}
 	return p, nil
 }
 
@@ -283,6 +288,9 @@ func (h *Host) Stop() {
 }
 
 func (p *Plugin) stop() {
+	if p.calls != nil {
+		p.calls.close()
+	}
 	if p.stopHost != nil {
 		p.stopHost()
 	}

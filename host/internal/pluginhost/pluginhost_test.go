@@ -340,3 +340,79 @@ func BenchmarkInvoke(b *testing.B) {
 		}
 	})
 }
+
+func TestConcurrentCallsGetTheirOwnAnswers(t *testing.T) {
+	h, _, err := startHost(t, notes("notes", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := h.Providers()["notes"]
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := fmt.Sprintf("user%d", i)
+			id := []string{"n1", "n2"}[i%2]
+			res, err := prov.Invoke(context.Background(), dispatch.Principal{UserID: user}, "notes.get", json.RawMessage(`{"id":"`+id+`"}`))
+			if err != nil {
+				errs <- err
+				return
+			}
+			want := `{"id":"` + id + `","text":"note ` + id + `","by":"` + user + `"}`
+			if string(res) != want {
+				errs <- fmt.Errorf("call %d got %s, want %s", i, res, want)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestAbandonedCallIsCancelledInPlugin(t *testing.T) {
+	// A deadline travels with the call; a cancellation follows it as a
+	// message of its own. Either way the plugin stops waiting.
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(200*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, logs, err := startHost(t, notes("notes", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prov := h.Providers()["notes"]
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			_, err = prov.Invoke(ctx, dispatch.Principal{}, "notes.wait", json.RawMessage(`{"id":"slow"}`))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for !strings.Contains(logs.String(), `"msg":"wait ended"`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the plugin never saw the call end; host log:\n%s", logs)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The link still serves calls afterwards.
+			if _, err := prov.Invoke(context.Background(), dispatch.Principal{}, "notes.get", json.RawMessage(`{"id":"n1"}`)); err != nil {
+				t.Errorf("call after an abandoned one: %v", err)
+			}
+		})
+	}
+}

@@ -26,15 +26,16 @@ func (h *Host) Providers() map[string]dispatch.Provider {
 // Invoke runs a capability in the plugin. The gate has already admitted the
 // principal and validated args.
 func (p *Plugin) Invoke(ctx context.Context, pr dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
-	resp, err := p.rpc.Invoke(ctx, &capgatev1.InvokeRequest{
+	r, err := p.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: &capgatev1.InvokeRequest{
 		Capability: capability,
 		Arguments:  args,
 		Principal:  &capgatev1.Principal{Role: pr.Role, Scope: string(pr.Scope), UserId: pr.UserID},
 		CallId:     strconv.FormatUint(callSeq.Add(1), 36),
-	})
+	}}})
 	if err != nil {
 		return nil, p.rpcError(ctx, "invoke", capability, err)
 	}
+	resp := r.GetInvoke()
 	if e := resp.GetError(); e != nil {
 		return nil, toolError(e)
 	}
@@ -43,10 +44,13 @@ func (p *Plugin) Invoke(ctx context.Context, pr dispatch.Principal, capability s
 
 // ResolveOwner asks the plugin who owns the target of the call.
 func (p *Plugin) ResolveOwner(ctx context.Context, capability string, args json.RawMessage) (string, error) {
-	resp, err := p.rpc.ResolveOwner(ctx, &capgatev1.ResolveOwnerRequest{Capability: capability, Arguments: args})
+	r, err := p.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_ResolveOwner{
+		ResolveOwner: &capgatev1.ResolveOwnerRequest{Capability: capability, Arguments: args},
+	}})
 	if err != nil {
 		return "", p.rpcError(ctx, "resolve owner of", capability, err)
 	}
+	resp := r.GetResolveOwner()
 	if e := resp.GetError(); e != nil {
 		return "", toolError(e)
 	}

@@ -873,6 +873,320 @@ func (*PingResponse) Descriptor() ([]byte, []int) {
 	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
+type CallsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is chosen by the host, unique among the calls in flight on the stream.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*CallsRequest_Invoke
+	//	*CallsRequest_ResolveOwner
+	//	*CallsRequest_Cancel
+	Call isCallsRequest_Call `protobuf_oneof:"call"`
+	// deadline_unix_nano, when set, is when the host stops waiting.
+	DeadlineUnixNano int64 `protobuf:"varint,5,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CallsRequest) Reset() {
+	*x = CallsRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsRequest) ProtoMessage() {}
+
+func (x *CallsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
+func (*CallsRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CallsRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallsRequest) GetCall() isCallsRequest_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetInvoke() *InvokeRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_Invoke); ok {
+			return x.Invoke
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetResolveOwner() *ResolveOwnerRequest {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_ResolveOwner); ok {
+			return x.ResolveOwner
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetCancel() *CancelCall {
+	if x != nil {
+		if x, ok := x.Call.(*CallsRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.DeadlineUnixNano
+	}
+	return 0
+}
+
+type isCallsRequest_Call interface {
+	isCallsRequest_Call()
+}
+
+type CallsRequest_Invoke struct {
+	Invoke *InvokeRequest `protobuf:"bytes,2,opt,name=invoke,proto3,oneof"`
+}
+
+type CallsRequest_ResolveOwner struct {
+	ResolveOwner *ResolveOwnerRequest `protobuf:"bytes,3,opt,name=resolve_owner,json=resolveOwner,proto3,oneof"`
+}
+
+type CallsRequest_Cancel struct {
+	// cancel abandons the call with this id: the host no longer waits for
+	// it, so the plugin should stop its work.
+	Cancel *CancelCall `protobuf:"bytes,4,opt,name=cancel,proto3,oneof"`
+}
+
+func (*CallsRequest_Invoke) isCallsRequest_Call() {}
+
+func (*CallsRequest_ResolveOwner) isCallsRequest_Call() {}
+
+func (*CallsRequest_Cancel) isCallsRequest_Call() {}
+
+type CancelCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelCall) Reset() {
+	*x = CancelCall{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelCall) ProtoMessage() {}
+
+func (x *CancelCall) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
+func (*CancelCall) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+type CallsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*CallsResponse_Invoke
+	//	*CallsResponse_ResolveOwner
+	//	*CallsResponse_Failure
+	Result        isCallsResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsResponse) Reset() {
+	*x = CallsResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsResponse) ProtoMessage() {}
+
+func (x *CallsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
+func (*CallsResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CallsResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CallsResponse) GetResult() isCallsResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetInvoke() *InvokeResponse {
+	if x != nil {
+		if x, ok := x.Result.(*CallsResponse_Invoke); ok {
+			return x.Invoke
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetResolveOwner() *ResolveOwnerResponse {
+	if x != nil {
+		if x, ok := x.Result.(*CallsResponse_ResolveOwner); ok {
+			return x.ResolveOwner
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetFailure() *CallFailure {
+	if x != nil {
+		if x, ok := x.Result.(*CallsResponse_Failure); ok {
+			return x.Failure
+		}
+	}
+	return nil
+}
+
+type isCallsResponse_Result interface {
+	isCallsResponse_Result()
+}
+
+type CallsResponse_Invoke struct {
+	Invoke *InvokeResponse `protobuf:"bytes,2,opt,name=invoke,proto3,oneof"`
+}
+
+type CallsResponse_ResolveOwner struct {
+	ResolveOwner *ResolveOwnerResponse `protobuf:"bytes,3,opt,name=resolve_owner,json=resolveOwner,proto3,oneof"`
+}
+
+type CallsResponse_Failure struct {
+	// failure is what a unary call would have returned as a gRPC status.
+	Failure *CallFailure `protobuf:"bytes,4,opt,name=failure,proto3,oneof"`
+}
+
+func (*CallsResponse_Invoke) isCallsResponse_Result() {}
+
+func (*CallsResponse_ResolveOwner) isCallsResponse_Result() {}
+
+func (*CallsResponse_Failure) isCallsResponse_Result() {}
+
+type CallFailure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is a google.golang.org/grpc/codes value.
+	Code          uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallFailure) Reset() {
+	*x = CallFailure{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallFailure) ProtoMessage() {}
+
+func (x *CallFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
+func (*CallFailure) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CallFailure) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CallFailure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_capgate_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_capgate_v1_plugin_proto_rawDesc = "" +
@@ -935,16 +1249,35 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\rowner_user_id\x18\x01 \x01(\tR\vownerUserId\x12+\n" +
 	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"\r\n" +
 	"\vPingRequest\"\x0e\n" +
-	"\fPingResponse*<\n" +
+	"\fPingResponse\"\x83\x02\n" +
+	"\fCallsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x123\n" +
+	"\x06invoke\x18\x02 \x01(\v2\x19.capgate.v1.InvokeRequestH\x00R\x06invoke\x12F\n" +
+	"\rresolve_owner\x18\x03 \x01(\v2\x1f.capgate.v1.ResolveOwnerRequestH\x00R\fresolveOwner\x120\n" +
+	"\x06cancel\x18\x04 \x01(\v2\x16.capgate.v1.CancelCallH\x00R\x06cancel\x12,\n" +
+	"\x12deadline_unix_nano\x18\x05 \x01(\x03R\x10deadlineUnixNanoB\x06\n" +
+	"\x04call\"\f\n" +
+	"\n" +
+	"CancelCall\"\xdd\x01\n" +
+	"\rCallsResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
+	"\x06invoke\x18\x02 \x01(\v2\x1a.capgate.v1.InvokeResponseH\x00R\x06invoke\x12G\n" +
+	"\rresolve_owner\x18\x03 \x01(\v2 .capgate.v1.ResolveOwnerResponseH\x00R\fresolveOwner\x123\n" +
+	"\afailure\x18\x04 \x01(\v2\x17.capgate.v1.CallFailureH\x00R\afailureB\b\n" +
+	"\x06result\";\n" +
+	"\vCallFailure\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*<\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0f\n" +
-	"\vKIND_ACTION\x10\x022\xb4\x02\n" +
+	"\vKIND_ACTION\x10\x022\xf6\x02\n" +
 	"\rPluginService\x12H\n" +
 	"\tConfigure\x12\x1c.capgate.v1.ConfigureRequest\x1a\x1d.capgate.v1.ConfigureResponse\x12E\n" +
 	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12?\n" +
 	"\x06Invoke\x12\x19.capgate.v1.InvokeRequest\x1a\x1a.capgate.v1.InvokeResponse\x12Q\n" +
-	"\fResolveOwner\x12\x1f.capgate.v1.ResolveOwnerRequest\x1a .capgate.v1.ResolveOwnerResponse2H\n" +
+	"\fResolveOwner\x12\x1f.capgate.v1.ResolveOwnerRequest\x1a .capgate.v1.ResolveOwnerResponse\x12@\n" +
+	"\x05Calls\x12\x18.capgate.v1.CallsRequest\x1a\x19.capgate.v1.CallsResponse(\x010\x012H\n" +
 	"\vHostService\x129\n" +
 	"\x04Ping\x12\x17.capgate.v1.PingRequest\x1a\x18.capgate.v1.PingResponseB7Z5github.com/capgate/capgate/proto/capgate/v1;capgatev1b\x06proto3"
 
@@ -961,7 +1294,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                    // 0: capgate.v1.Kind
 	(ToolError_Code)(0),          // 1: capgate.v1.ToolError.Code
@@ -978,6 +1311,10 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*ResolveOwnerResponse)(nil), // 12: capgate.v1.ResolveOwnerResponse
 	(*PingRequest)(nil),          // 13: capgate.v1.PingRequest
 	(*PingResponse)(nil),         // 14: capgate.v1.PingResponse
+	(*CallsRequest)(nil),         // 15: capgate.v1.CallsRequest
+	(*CancelCall)(nil),           // 16: capgate.v1.CancelCall
+	(*CallsResponse)(nil),        // 17: capgate.v1.CallsResponse
+	(*CallFailure)(nil),          // 18: capgate.v1.CallFailure
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	6,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
@@ -986,21 +1323,29 @@ var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	10, // 3: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
 	1,  // 4: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
 	10, // 5: capgate.v1.ResolveOwnerResponse.error:type_name -> capgate.v1.ToolError
-	2,  // 6: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	4,  // 7: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	8,  // 8: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
-	11, // 9: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
-	13, // 10: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	3,  // 11: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	5,  // 12: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	9,  // 13: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
-	12, // 14: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
-	14, // 15: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	8,  // 6: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	11, // 7: capgate.v1.CallsRequest.resolve_owner:type_name -> capgate.v1.ResolveOwnerRequest
+	16, // 8: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	9,  // 9: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	12, // 10: capgate.v1.CallsResponse.resolve_owner:type_name -> capgate.v1.ResolveOwnerResponse
+	18, // 11: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	2,  // 12: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	4,  // 13: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	8,  // 14: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
+	11, // 15: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
+	15, // 16: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	13, // 17: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	3,  // 18: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	5,  // 19: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	9,  // 20: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
+	12, // 21: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
+	17, // 22: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	14, // 23: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -1008,13 +1353,23 @@ func file_capgate_v1_plugin_proto_init() {
 	if File_capgate_v1_plugin_proto != nil {
 		return
 	}
+	file_capgate_v1_plugin_proto_msgTypes[13].OneofWrappers = []any{
+		(*CallsRequest_Invoke)(nil),
+		(*CallsRequest_ResolveOwner)(nil),
+		(*CallsRequest_Cancel)(nil),
+	}
+	file_capgate_v1_plugin_proto_msgTypes[15].OneofWrappers = []any{
+		(*CallsResponse_Invoke)(nil),
+		(*CallsResponse_ResolveOwner)(nil),
+		(*CallsResponse_Failure)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

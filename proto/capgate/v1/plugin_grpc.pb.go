@@ -31,6 +31,7 @@ const (
 	PluginService_Describe_FullMethodName     = "/capgate.v1.PluginService/Describe"
 	PluginService_Invoke_FullMethodName       = "/capgate.v1.PluginService/Invoke"
 	PluginService_ResolveOwner_FullMethodName = "/capgate.v1.PluginService/ResolveOwner"
+	PluginService_Calls_FullMethodName        = "/capgate.v1.PluginService/Calls"
 )
 
 // PluginServiceClient is the client API for PluginService service.
@@ -50,6 +51,12 @@ type PluginServiceClient interface {
 	// ResolveOwner names the user who owns the target of an owner-guarded call,
 	// so the host can decide the ownership step before the call runs.
 	ResolveOwner(ctx context.Context, in *ResolveOwnerRequest, opts ...grpc.CallOption) (*ResolveOwnerResponse, error)
+	// Calls carries Invoke and ResolveOwner calls, many at a time, over one
+	// long-lived stream the host opens after Describe. A call then costs one
+	// message each way instead of setting up and tearing down a stream, which
+	// on a local socket is most of a call's cost. Responses may come in any
+	// order; the id pairs them with their requests.
+	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsRequest, CallsResponse], error)
 }
 
 type pluginServiceClient struct {
@@ -100,6 +107,19 @@ func (c *pluginServiceClient) ResolveOwner(ctx context.Context, in *ResolveOwner
 	return out, nil
 }
 
+func (c *pluginServiceClient) Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsRequest, CallsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PluginService_ServiceDesc.Streams[0], PluginService_Calls_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallsRequest, CallsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PluginService_CallsClient = grpc.BidiStreamingClient[CallsRequest, CallsResponse]
+
 // PluginServiceServer is the server API for PluginService service.
 // All implementations must embed UnimplementedPluginServiceServer
 // for forward compatibility.
@@ -117,6 +137,12 @@ type PluginServiceServer interface {
 	// ResolveOwner names the user who owns the target of an owner-guarded call,
 	// so the host can decide the ownership step before the call runs.
 	ResolveOwner(context.Context, *ResolveOwnerRequest) (*ResolveOwnerResponse, error)
+	// Calls carries Invoke and ResolveOwner calls, many at a time, over one
+	// long-lived stream the host opens after Describe. A call then costs one
+	// message each way instead of setting up and tearing down a stream, which
+	// on a local socket is most of a call's cost. Responses may come in any
+	// order; the id pairs them with their requests.
+	Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error
 	mustEmbedUnimplementedPluginServiceServer()
 }
 
@@ -138,6 +164,9 @@ func (UnimplementedPluginServiceServer) Invoke(context.Context, *InvokeRequest) 
 }
 func (UnimplementedPluginServiceServer) ResolveOwner(context.Context, *ResolveOwnerRequest) (*ResolveOwnerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveOwner not implemented")
+}
+func (UnimplementedPluginServiceServer) Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error {
+	return status.Error(codes.Unimplemented, "method Calls not implemented")
 }
 func (UnimplementedPluginServiceServer) mustEmbedUnimplementedPluginServiceServer() {}
 func (UnimplementedPluginServiceServer) testEmbeddedByValue()                       {}
@@ -232,6 +261,13 @@ func _PluginService_ResolveOwner_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PluginService_Calls_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PluginServiceServer).Calls(&grpc.GenericServerStream[CallsRequest, CallsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PluginService_CallsServer = grpc.BidiStreamingServer[CallsRequest, CallsResponse]
+
 // PluginService_ServiceDesc is the grpc.ServiceDesc for PluginService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -256,7 +292,14 @@ var PluginService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _PluginService_ResolveOwner_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Calls",
+			Handler:       _PluginService_Calls_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "capgate/v1/plugin.proto",
 }
 

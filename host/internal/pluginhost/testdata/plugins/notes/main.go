@@ -58,5 +58,15 @@ func main() {
 			return o, nil
 		},
 	})
+	// notes.wait blocks until the host gives up on the call, then logs how
+	// it ended, so tests can see a cancellation reach the plugin.
+	sdk.Add(p, sdk.Tool[in, out]{
+		Name: "notes.wait", Description: "Wait for cancellation.", Kind: sdk.Read, Pack: "notes",
+		Handler: func(ctx context.Context, call sdk.Call, in in) (out, error) {
+			<-ctx.Done()
+			p.Logger().Info("wait ended", "id", in.ID, "cause", ctx.Err().Error())
+			return out{}, ctx.Err()
+		},
+	})
 	sdk.Serve(p)
 }

@@ -1,0 +1,125 @@
+package pluginhost
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+)
+
+// callStream multiplexes calls over the plugin's Calls stream: one message
+// each way per call instead of a gRPC stream's setup and teardown.
+type callStream struct {
+	stream capgatev1.PluginService_CallsClient
+	cancel context.CancelFunc
+
+	sendMu sync.Mutex // a gRPC stream allows one sender at a time
+
+	mu      sync.Mutex
+	next    uint64
+	pending map[uint64]chan *capgatev1.CallsResponse
+	done    chan struct{} // closed when the stream has failed
+	err     error         // why, once done is closed
+}
+
+// openCalls opens the stream. ctx bounds its whole life.
+func openCalls(ctx context.Context, rpc capgatev1.PluginServiceClient) (*callStream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := rpc.Calls(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	c := &callStream{stream: stream, cancel: cancel, pending: map[uint64]chan *capgatev1.CallsResponse{}, done: make(chan struct{})}
+	go c.receive()
+	return c, nil
+}
+
+// receive hands each response to its waiting call until the stream ends,
+// then fails every call still waiting.
+func (c *callStream) receive() {
+	for {
+		resp, err := c.stream.Recv()
+		if err != nil {
+			c.mu.Lock()
+			c.err = fmt.Errorf("plugin call stream closed: %s", statusMessage(err))
+			close(c.done)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Lock()
+		ch := c.pending[resp.Id]
+		delete(c.pending, resp.Id)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- resp // buffered: never blocks the receiver
+		}
+	}
+}
+
+// call sends req and waits for its response, for ctx to end, or for the
+// stream to fail. An abandoned call is cancelled in the plugin.
+func (c *callStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*capgatev1.CallsResponse, error) {
+	ch := make(chan *capgatev1.CallsResponse, 1)
+	c.mu.Lock()
+	select {
+	case <-c.done:
+		c.mu.Unlock()
+		return nil, c.err
+	default:
+	}
+	c.next++
+	req.Id = c.next
+	c.pending[req.Id] = ch
+	c.mu.Unlock()
+	if d, ok := ctx.Deadline(); ok {
+		req.DeadlineUnixNano = d.UnixNano()
+	}
+
+	if err := c.send(req); err != nil {
+		c.forget(req.Id)
+		return nil, err
+	}
+	select {
+	case resp := <-ch:
+		if f := resp.GetFailure(); f != nil {
+			return nil, status.Error(codes.Code(f.Code), f.Message)
+		}
+		return resp, nil
+	case <-ctx.Done():
+		c.forget(req.Id)
+		_ = c.send(&capgatev1.CallsRequest{Id: req.Id, Call: &capgatev1.CallsRequest_Cancel{Cancel: &capgatev1.CancelCall{}}})
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, c.err
+	}
+}
+
+func (c *callStream) send(req *capgatev1.CallsRequest) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if err := c.stream.Send(req); err != nil {
+		// Send reports io.EOF for a broken stream; Recv has the cause.
+		<-c.done
+		return c.err
+	}
+	return nil
+}
+
+func (c *callStream) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// close ends the stream; calls still waiting fail.
+func (c *callStream) close() {
+	c.sendMu.Lock()
+	_ = c.stream.CloseSend()
+	c.sendMu.Unlock()
+	c.cancel()
+}
