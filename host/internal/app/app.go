@@ -118,15 +118,6 @@ func warnUnusable(log *slog.Logger, cfg *config.Config, reg *registry.Registry) 
 	}
 }
 
-// Gate returns the dispatcher, for tools that call capabilities directly.
-func (a *App) Gate() *dispatch.Dispatcher { return a.gate }
-
-// Plugins returns the running plugins.
-func (a *App) Plugins() *pluginhost.Host { return a.plugins }
-
-// Handler returns the HTTP handler.
-func (a *App) Server() *server.Server { return a.srv }
-
 // Run serves on the configured address until ctx ends, then drains
 // in-flight requests and stops every plugin.
 func (a *App) Run(ctx context.Context) error {
@@ -147,6 +138,3 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.log.Info("capgate stopped")
 	return err
 }
-
-// Close stops the plugins of an App that will not Run.
-func (a *App) Close() { a.plugins.Stop() }

@@ -296,6 +296,3 @@ func (p *Plugin) stop() {
 	}
 	p.client.Kill()
 }
-
-// Exited reports whether the plugin process has exited (crashed or stopped).
-func (p *Plugin) Exited() bool { return p.client.Exited() }
