@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/capgate/capgate/host/internal/dispatch"
@@ -21,35 +20,17 @@ import (
 // 2025-03-26).
 var allVersions = []string{"", Version20250326, Version20250618, Version20251125, Version20260728}
 
-// syncBuffer is a log sink safe for the concurrent writes of a handler.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // fixture is a handler over the test platform, logging into a buffer.
 type fixture struct {
 	t        testing.TB
 	platform *mcptest.Platform
 	h        *Handler
-	logs     *syncBuffer
+	logs     *mcptest.LogBuffer
 }
 
 func newFixture(t testing.TB, opts Options) *fixture {
 	t.Helper()
-	f := &fixture{t: t, platform: mcptest.New(), logs: &syncBuffer{}}
+	f := &fixture{t: t, platform: mcptest.New(), logs: &mcptest.LogBuffer{}}
 	if opts.Version == "" {
 		opts.Version = "1.2.3-test"
 	}

@@ -354,7 +354,7 @@ func TestInvalidPluginOutput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			logs := &syncBuffer{}
+			logs := &mcptest.LogBuffer{}
 			h := New(d, Options{Logger: slogTo(logs)})
 			m := rpc{method: "tools/call", id: 1, params: map[string]any{"name": "p.out"}}
 			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(m.encode("")))

@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,33 +39,16 @@ func newStore(t testing.TB) *auth.Store {
 	return auth.New([]config.Token{tok(0, aliceToken, mcptest.Alice), tok(1, adminToken, mcptest.Admin)})
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type fixture struct {
 	platform *mcptest.Platform
 	srv      *Server
-	logs     *syncBuffer
+	logs     *mcptest.LogBuffer
 }
 
 // newFixture builds a server over the test platform; edit adjusts options.
 func newFixture(t testing.TB, edit func(*Options)) *fixture {
 	t.Helper()
-	f := &fixture{platform: mcptest.New(), logs: &syncBuffer{}}
+	f := &fixture{platform: mcptest.New(), logs: &mcptest.LogBuffer{}}
 	opts := Options{
 		Enabled:    true,
 		Addr:       "127.0.0.1:0",
@@ -516,7 +498,7 @@ func TestRequestLog(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &mcptest.LogBuffer{}
 			f := newFixture(t, func(o *Options) {
 				o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: tc.level}))
 			})
