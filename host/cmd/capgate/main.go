@@ -90,8 +90,15 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d tokens, %d plugins)\n", path, len(cfg.Tokens), len(cfg.Plugins))
+	fmt.Fprintf(stdout, "%s: ok (%s, %s)\n", path, count(len(cfg.Tokens), "token"), count(len(cfg.Plugins), "plugin"))
 	return 0
+}
+
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func token(args []string, stdout, stderr io.Writer) int {

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("enabled: true\ntokens: [{token: abcdefgh1, role: r}]\nroles: {r: []}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("enabled: true\nmax_results: ten\nlisten: nowhere\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		code       int
+		out, err   string
+		notInError string
+	}{
+		{name: "no command", args: nil, code: 2, err: "Usage:"},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, err: `unknown command "frobnicate"`},
+		{name: "help", args: []string{"help"}, code: 0, out: "capgate serve -c FILE"},
+		{name: "version", args: []string{"version"}, code: 0, out: "capgate dev"},
+		{name: "validate ok", args: []string{"validate", "-c", good}, code: 0, out: "ok (1 token, 0 plugins)"},
+		{name: "validate lists every problem", args: []string{"validate", "-c", bad}, code: 1, err: "max_results: must be an integer"},
+		{name: "validate names the listen key", args: []string{"validate", "-c", bad}, code: 1, err: "listen:"},
+		{name: "validate missing file", args: []string{"validate", "-c", filepath.Join(dir, "nope.yaml")}, code: 1, err: "nope.yaml"},
+		{name: "validate without -c", args: []string{"validate"}, code: 2, err: "usage: capgate validate -c FILE"},
+		{name: "serve without -c", args: []string{"serve"}, code: 2, err: "usage: capgate serve -c FILE"},
+		{name: "serve with a bad file", args: []string{"serve", "-c", bad}, code: 1, err: "max_results"},
+		{name: "token without new", args: []string{"token"}, code: 2, err: "usage: capgate token new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tc.code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.out) {
+				t.Errorf("stdout %q lacks %q", stdout.String(), tc.out)
+			}
+			if !strings.Contains(stderr.String(), tc.err) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tc.err)
+			}
+		})
+	}
+}
+
+func TestTokenNew(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"token", "new"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	m := regexp.MustCompile(`(?m)^token: (cg_\S+)$[\s\S]*token_sha256: ([0-9a-f]{64})$`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("output not understood:\n%s", stdout.String())
+	}
+	sum := sha256.Sum256([]byte(m[1]))
+	if hex.EncodeToString(sum[:]) != m[2] {
+		t.Errorf("token_sha256 %s is not the SHA-256 of the printed token", m[2])
+	}
+	var again bytes.Buffer
+	run([]string{"token", "new"}, &again, &stderr)
+	if again.String() == stdout.String() {
+		t.Error("two runs printed the same token")
+	}
+}
