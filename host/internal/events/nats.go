@@ -1,0 +1,433 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of a [NATSConfig].
+const (
+	DefaultStream        = "CAPGATE_EVENTS"
+	DefaultSubjectPrefix = "capgate.events"
+	DefaultAckWait       = 30 * time.Second
+)
+
+// NATSConfig configures a [NATS] bus.
+type NATSConfig struct {
+	// URL of the NATS server (events.nats_url), e.g. "nats://127.0.0.1:4222".
+	URL string
+	// Stream is the JetStream stream name; empty means DefaultStream.
+	Stream string
+	// SubjectPrefix: events are published on SubjectPrefix.<type> and the
+	// stream holds SubjectPrefix.>; empty means DefaultSubjectPrefix.
+	SubjectPrefix string
+	// BufferSize is the stream's MaxMsgs (events_buffer_size); zero means
+	// DefaultBufferSize. Older events are discarded.
+	BufferSize int
+	// Backoff spaces redeliveries after a handler error.
+	Backoff Backoff
+	// AckWait is how long the server waits for a handler before it
+	// redelivers; zero means DefaultAckWait.
+	AckWait time.Duration
+	// Logger receives handler failures; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for events published without At; nil means time.Now.
+	Now func() time.Time
+	// Name is the NATS connection name; empty means "capgate".
+	Name string
+}
+
+// NATS is the JetStream bus. The cursor of an event is its stream sequence,
+// and each subscriber name is a durable pull consumer, so a subscription
+// survives restarts of the host.
+type NATS struct {
+	cfg    NATSConfig
+	log    *slog.Logger
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+
+	mu     sync.Mutex
+	subs   map[string]*natsSub
+	closed bool
+}
+
+var _ Bus = (*NATS)(nil)
+
+var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+
+// OpenNATS connects to cfg.URL and creates the stream, or updates it to cfg,
+// so that opening is idempotent across hosts and restarts.
+func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("events: nats: URL is empty")
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if !streamNameRE.MatchString(cfg.Stream) {
+		return nil, fmt.Errorf("events: nats: stream name %q must be letters, digits, '-' or '_'", cfg.Stream)
+	}
+	if cfg.SubjectPrefix == "" {
+		cfg.SubjectPrefix = DefaultSubjectPrefix
+	}
+	if !prefixRE.MatchString(cfg.SubjectPrefix) {
+		return nil, fmt.Errorf("events: nats: subject prefix %q must be dot-separated tokens without wildcards", cfg.SubjectPrefix)
+	}
+	if cfg.BufferSize < 0 {
+		return nil, fmt.Errorf("events: nats: buffer size must not be negative, got %d", cfg.BufferSize)
+	}
+	if cfg.BufferSize == 0 {
+		cfg.BufferSize = DefaultBufferSize
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.Name == "" {
+		cfg.Name = "capgate"
+	}
+	cfg.Backoff = cfg.Backoff.orDefault()
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "events", "bus", "nats", "stream", cfg.Stream)
+
+	nc, err := nats.Connect(cfg.URL,
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("events: nats: connect %s: %w", cfg.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("events: nats: jetstream: %w", err)
+	}
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "capgate events",
+		Subjects:    []string{cfg.SubjectPrefix + ".>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxMsgs:     int64(cfg.BufferSize),
+		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+	})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("events: nats: create or update stream %s: %w", cfg.Stream, err)
+	}
+	return &NATS{cfg: cfg, log: log, nc: nc, js: js, stream: stream, subs: map[string]*natsSub{}}, nil
+}
+
+// Publish implements [Bus]. The cursor is the stream sequence the server
+// acknowledged.
+func (b *NATS) Publish(ctx context.Context, ev Event) (uint64, error) {
+	ev, err := prepare(ev, b.cfg.Now())
+	if err != nil {
+		return 0, fmt.Errorf("events: publish: %w", err)
+	}
+	if b.isClosed() {
+		return 0, fmt.Errorf("events: publish: %w", ErrClosed)
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return 0, fmt.Errorf("events: publish %s: encode: %w", ev.Type, err)
+	}
+	ack, err := b.js.Publish(ctx, b.cfg.SubjectPrefix+"."+ev.Type, body, jetstream.WithExpectStream(b.cfg.Stream))
+	if err != nil {
+		return 0, fmt.Errorf("events: publish %s to stream %s: %w", ev.Type, b.cfg.Stream, err)
+	}
+	return ack.Sequence, nil
+}
+
+func decodeEvent(seq uint64, data []byte) (Event, error) {
+	var ev Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return Event{}, fmt.Errorf("events: decode event %d: %w", seq, err)
+	}
+	ev.Cursor = seq
+	return ev, nil
+}
+
+// Since implements [Bus] with direct gets from the stream.
+func (b *NATS) Since(ctx context.Context, after uint64, limit int) ([]Event, uint64, error) {
+	if err := validateLimit(limit); err != nil {
+		return nil, 0, err
+	}
+	if b.isClosed() {
+		return nil, 0, fmt.Errorf("events: since %d: %w", after, ErrClosed)
+	}
+	info, err := b.stream.Info(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("events: since %d: stream %s info: %w", after, b.cfg.Stream, err)
+	}
+	var oldest uint64
+	if info.State.Msgs > 0 {
+		oldest = info.State.FirstSeq
+	}
+	if oldest > 0 && after+1 < oldest {
+		return nil, oldest, &CursorTooOldError{After: after, Oldest: oldest}
+	}
+	var out []Event
+	for seq := after + 1; seq <= info.State.LastSeq && len(out) < limit; seq++ {
+		msg, err := b.stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			// Discarded since Info: the window moved past after.
+			if len(out) == 0 {
+				return b.Since(ctx, after, limit)
+			}
+			break
+		}
+		if err != nil {
+			return nil, oldest, fmt.Errorf("events: since %d: get %d from stream %s: %w", after, seq, b.cfg.Stream, err)
+		}
+		ev, err := decodeEvent(msg.Sequence, msg.Data)
+		if err != nil {
+			return nil, oldest, err
+		}
+		out = append(out, ev)
+	}
+	return out, oldest, nil
+}
+
+// Subscribe implements [Bus] with a durable pull consumer named name. A new
+// consumer starts after cursor after; an existing one resumes from its
+// acknowledgements and ignores after. The consumer allows one
+// unacknowledged event, which keeps delivery in order across redeliveries.
+func (b *NATS) Subscribe(ctx context.Context, name string, after uint64, h Handler) (Subscription, error) {
+	if err := validateSubscriber(name); err != nil {
+		return nil, fmt.Errorf("events: subscribe: %w", err)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("events: subscribe %q: nil handler", name)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("events: subscribe %q: %w", name, ErrClosed)
+	}
+	if _, dup := b.subs[name]; dup {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("events: subscribe %q: %w: already subscribed on this bus", name, ErrInvalidSubscriber)
+	}
+	s := &natsSub{bus: b, name: name, done: make(chan struct{})}
+	b.subs[name] = s // reserve the name while setting up
+	b.mu.Unlock()
+
+	cons, err := b.consumer(ctx, name, after)
+	if err == nil {
+		s.iter, err = cons.Messages(jetstream.PullMaxMessages(1))
+		if err != nil {
+			err = fmt.Errorf("events: subscribe %q: messages: %w", name, err)
+		}
+	}
+	b.mu.Lock()
+	if err == nil && b.closed {
+		s.iter.Stop()
+		err = fmt.Errorf("events: subscribe %q: %w", name, ErrClosed)
+	}
+	if err != nil {
+		delete(b.subs, name)
+		b.mu.Unlock()
+		return nil, err
+	}
+	var runCtx context.Context
+	runCtx, s.cancel = context.WithCancel(context.Background())
+	b.mu.Unlock()
+	go s.run(runCtx, h)
+	return s, nil
+}
+
+func (b *NATS) consumer(ctx context.Context, name string, after uint64) (jetstream.Consumer, error) {
+	cons, err := b.stream.Consumer(ctx, name)
+	if err == nil {
+		return cons, nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("events: subscribe %q: look up consumer: %w", name, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "capgate events subscriber " + name,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       b.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 1,
+		FilterSubject: b.cfg.SubjectPrefix + ".>",
+	}
+	if after > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = after + 1
+	}
+	cons, err = b.stream.CreateConsumer(ctx, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		// Another host created it meanwhile; share it.
+		cons, err = b.stream.Consumer(ctx, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: subscribe %q: create consumer on stream %s: %w", name, b.cfg.Stream, err)
+	}
+	return cons, nil
+}
+
+func (b *NATS) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// Close implements [Bus]: it stops the subscriptions, waits for their
+// handlers and closes the connection. The stream and the durable consumers
+// stay on the server.
+func (b *NATS) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	b.closed = true
+	subs := make([]*natsSub, 0, len(b.subs))
+	for _, s := range b.subs {
+		if s.cancel != nil { // set up completely
+			subs = append(subs, s)
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range subs {
+		_ = s.Close()
+	}
+	// Acks were confirmed one by one; flush the naks of stopped subscribers.
+	err := b.nc.FlushTimeout(5 * time.Second)
+	b.nc.Close()
+	if err != nil {
+		return fmt.Errorf("events: nats: flush before close: %w", err)
+	}
+	return nil
+}
+
+// DeleteStream removes the bus's stream and its consumers from the server.
+// Meant for tests and operators; the bus must be open.
+func (b *NATS) DeleteStream(ctx context.Context) error {
+	if err := b.js.DeleteStream(ctx, b.cfg.Stream); err != nil {
+		return fmt.Errorf("events: nats: delete stream %s: %w", b.cfg.Stream, err)
+	}
+	return nil
+}
+
+type natsSub struct {
+	bus    *NATS
+	name   string
+	iter   jetstream.MessagesContext
+	cancel context.CancelFunc
+	once   sync.Once
+	done   chan struct{}
+}
+
+func (s *natsSub) Name() string { return s.name }
+
+func (s *natsSub) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		// Drain keeps an event already pulled into the buffer so that run
+		// can hand it back to the server instead of leaving it to AckWait.
+		s.iter.Drain()
+	})
+	<-s.done
+	return nil
+}
+
+func (s *natsSub) run(ctx context.Context, h Handler) {
+	b := s.bus
+	log := b.log.With("subscriber", s.name)
+	defer func() {
+		b.mu.Lock()
+		delete(b.subs, s.name)
+		b.mu.Unlock()
+		close(s.done)
+	}()
+	for {
+		msg, err := s.iter.Next()
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("fetching the next event failed; retrying", "err", err)
+			select { // do not spin on a persistent error
+			case <-time.After(b.cfg.Backoff.Min):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			s.release(log, msg, 0)
+			continue
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			log.Error("event without JetStream metadata; terminating it", "subject", msg.Subject(), "err", err)
+			_ = msg.Term()
+			continue
+		}
+		ev, err := decodeEvent(meta.Sequence.Stream, msg.Data())
+		if err != nil {
+			log.Error("undecodable event; terminating it", "cursor", meta.Sequence.Stream, "err", err)
+			_ = msg.Term()
+			continue
+		}
+		if err := callHandler(ctx, h, ev); err != nil {
+			if ctx.Err() != nil {
+				s.release(log, msg, 0)
+				continue
+			}
+			failures := int(meta.NumDelivered)
+			delay := b.cfg.Backoff.Delay(failures)
+			log.Warn("event handler failed; will redeliver", "cursor", ev.Cursor, "type", ev.Type, "attempt", failures, "retry_in", delay, "err", err)
+			s.release(log, msg, delay)
+			continue
+		}
+		ackCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := msg.DoubleAck(ackCtx); err != nil {
+			log.Warn("acknowledging event failed; it may be delivered again", "cursor", ev.Cursor, "err", err)
+		}
+		cancel()
+	}
+}
+
+// release hands msg back to the server for redelivery after delay.
+func (s *natsSub) release(log *slog.Logger, msg jetstream.Msg, delay time.Duration) {
+	var err error
+	if delay > 0 {
+		err = msg.NakWithDelay(delay)
+	} else {
+		err = msg.Nak()
+	}
+	if err != nil {
+		log.Warn("returning event to the stream failed", "subject", msg.Subject(), "err", err)
+	}
+}
