@@ -96,6 +96,7 @@ type Plugin struct {
 	name, version string
 	tools         []*tool
 	byName        map[string]*tool
+	entities      []*capgatev1.EntityType
 	configure     func(context.Context, Env) error
 	closers       []func() error
 	logger        *slog.Logger
@@ -107,7 +108,10 @@ type tool struct {
 	owner  func(ctx context.Context, args json.RawMessage) (string, error)
 }
 
-var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+var (
+	pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+	entityName = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+)
 
 // New starts a plugin description. name is how operators refer to the
 // plugin in logs; version is reported to the host.
@@ -191,6 +195,24 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	}
 	p.tools = append(p.tools, tl)
 	p.byName[t.Name] = tl
+}
+
+// ProvideEntity declares a catalogue entity type the plugin provides for
+// search, e.g. "booking.resource"; description tells agents what a record of
+// it is. Names are lower-case and dotted. The host refuses to start when the
+// type carries personal or financial data ("user", "invoice", "shop.invoice",
+// or one the operator blocked) or another plugin provides it, so declare
+// only public catalogue records. It panics on a malformed or duplicate name.
+func (p *Plugin) ProvideEntity(name, description string) {
+	if !entityName.MatchString(name) {
+		panic(fmt.Sprintf("sdk.ProvideEntity %q: name must match %s", name, entityName))
+	}
+	for _, e := range p.entities {
+		if e.Name == name {
+			panic(fmt.Sprintf("sdk.ProvideEntity %q: entity type declared twice", name))
+		}
+	}
+	p.entities = append(p.entities, &capgatev1.EntityType{Name: name, Description: description})
 }
 
 func mustSchema[T any](name, which string) []byte {

@@ -180,6 +180,59 @@ func TestConfigureErrors(t *testing.T) {
 	}
 }
 
+func TestProvideEntity(t *testing.T) {
+	d, err := sdktest.Start(t, newNotes(&pluginConfig{}), nil).Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Entities) != 0 {
+		t.Errorf("a plugin that declares none reports entities %v", d.Entities)
+	}
+
+	p := newNotes(&pluginConfig{})
+	p.ProvideEntity("notes.note", "a public note")
+	p.ProvideEntity("notes.folder_v2", "")
+	d, err = sdktest.Start(t, p, nil).Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range d.Entities {
+		got = append(got, e.Name+"="+e.Description)
+	}
+	if want := []string{"notes.note=a public note", "notes.folder_v2="}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("entities = %v; want %v in declaration order", got, want)
+	}
+}
+
+func TestProvideEntityPanicsOnBadNames(t *testing.T) {
+	for name, provide := range map[string]func(p *sdk.Plugin){
+		"empty":         func(p *sdk.Plugin) { p.ProvideEntity("", "x") },
+		"upper case":    func(p *sdk.Plugin) { p.ProvideEntity("Notes.Note", "x") },
+		"hyphen":        func(p *sdk.Plugin) { p.ProvideEntity("notes-note", "x") },
+		"trailing dot":  func(p *sdk.Plugin) { p.ProvideEntity("notes.", "x") },
+		"empty segment": func(p *sdk.Plugin) { p.ProvideEntity("notes..note", "x") },
+		"digit first":   func(p *sdk.Plugin) { p.ProvideEntity("notes.1", "x") },
+		"duplicate": func(p *sdk.Plugin) {
+			p.ProvideEntity("notes.note", "x")
+			p.ProvideEntity("notes.note", "y")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if r == nil {
+					t.Fatal("no panic")
+				}
+				if msg, _ := r.(string); !strings.HasPrefix(msg, "sdk.ProvideEntity ") {
+					t.Errorf("panic %v does not name sdk.ProvideEntity", r)
+				}
+			}()
+			provide(sdk.New("x", "1"))
+		})
+	}
+}
+
 func TestAddPanicsOnBadDeclarations(t *testing.T) {
 	h := func(ctx context.Context, call sdk.Call, in noteIn) (noteOut, error) { return noteOut{}, nil }
 	for name, add := range map[string]func(p *sdk.Plugin){

@@ -117,7 +117,7 @@ func (s *server) Describe(context.Context, *capgatev1.DescribeRequest) (*capgate
 	for i, t := range s.p.tools {
 		caps[i] = t.desc
 	}
-	return &capgatev1.DescribeResponse{Name: s.p.name, Version: s.p.version, Capabilities: caps}, nil
+	return &capgatev1.DescribeResponse{Name: s.p.name, Version: s.p.version, Capabilities: caps, Entities: s.p.entities}, nil
 }
 
 func (s *server) ready() error {

@@ -130,7 +130,7 @@ func (x ToolError_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolError_Code.Descriptor instead.
 func (ToolError_Code) EnumDescriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8, 0}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9, 0}
 }
 
 type ConfigureRequest struct {
@@ -280,10 +280,14 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 }
 
 type DescribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	Capabilities  []*Capability          `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version      string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Capabilities []*Capability          `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// entities are the catalogue entity types the plugin provides for search,
+	// e.g. "booking.resource". The host refuses start-up when one is blocked
+	// (personal or financial data) or already provided by another plugin.
+	Entities      []*EntityType `protobuf:"bytes,4,rep,name=entities,proto3" json:"entities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +343,68 @@ func (x *DescribeResponse) GetCapabilities() []*Capability {
 	return nil
 }
 
+func (x *DescribeResponse) GetEntities() []*EntityType {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+// EntityType is one kind of catalogue record a plugin provides for search.
+type EntityType struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is lower-case and dotted, e.g. "booking.resource".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// description tells agents what a record of this type is.
+	Description   string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityType) Reset() {
+	*x = EntityType{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityType) ProtoMessage() {}
+
+func (x *EntityType) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityType.ProtoReflect.Descriptor instead.
+func (*EntityType) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EntityType) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EntityType) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 type Capability struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is dotted and globally unique, e.g. "booking.cancel".
@@ -362,7 +428,7 @@ type Capability struct {
 
 func (x *Capability) Reset() {
 	*x = Capability{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[4]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +440,7 @@ func (x *Capability) String() string {
 func (*Capability) ProtoMessage() {}
 
 func (x *Capability) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[4]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +453,7 @@ func (x *Capability) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capability.ProtoReflect.Descriptor instead.
 func (*Capability) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{4}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Capability) GetName() string {
@@ -467,7 +533,7 @@ type Principal struct {
 
 func (x *Principal) Reset() {
 	*x = Principal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[5]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +545,7 @@ func (x *Principal) String() string {
 func (*Principal) ProtoMessage() {}
 
 func (x *Principal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[5]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +558,7 @@ func (x *Principal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Principal.ProtoReflect.Descriptor instead.
 func (*Principal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{5}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Principal) GetRole() string {
@@ -530,7 +596,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +608,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +621,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{6}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InvokeRequest) GetCapability() string {
@@ -600,7 +666,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +678,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +691,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InvokeResponse) GetResult() []byte {
@@ -652,7 +718,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +730,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +743,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolError) GetCode() ToolError_Code {
@@ -704,7 +770,7 @@ type ResolveOwnerRequest struct {
 
 func (x *ResolveOwnerRequest) Reset() {
 	*x = ResolveOwnerRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +782,7 @@ func (x *ResolveOwnerRequest) String() string {
 func (*ResolveOwnerRequest) ProtoMessage() {}
 
 func (x *ResolveOwnerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +795,7 @@ func (x *ResolveOwnerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveOwnerRequest.ProtoReflect.Descriptor instead.
 func (*ResolveOwnerRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResolveOwnerRequest) GetCapability() string {
@@ -759,7 +825,7 @@ type ResolveOwnerResponse struct {
 
 func (x *ResolveOwnerResponse) Reset() {
 	*x = ResolveOwnerResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +837,7 @@ func (x *ResolveOwnerResponse) String() string {
 func (*ResolveOwnerResponse) ProtoMessage() {}
 
 func (x *ResolveOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +850,7 @@ func (x *ResolveOwnerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveOwnerResponse.ProtoReflect.Descriptor instead.
 func (*ResolveOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResolveOwnerResponse) GetOwnerUserId() string {
@@ -809,7 +875,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +887,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +900,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 type PingResponse struct {
@@ -845,7 +911,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +923,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +936,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 type CallsRequest struct {
@@ -891,7 +957,7 @@ type CallsRequest struct {
 
 func (x *CallsRequest) Reset() {
 	*x = CallsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +969,7 @@ func (x *CallsRequest) String() string {
 func (*CallsRequest) ProtoMessage() {}
 
 func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +982,7 @@ func (x *CallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
 func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CallsRequest) GetId() uint64 {
@@ -999,7 +1065,7 @@ type CancelCall struct {
 
 func (x *CancelCall) Reset() {
 	*x = CancelCall{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1077,7 @@ func (x *CancelCall) String() string {
 func (*CancelCall) ProtoMessage() {}
 
 func (x *CancelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1090,7 @@ func (x *CancelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
 func (*CancelCall) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 type CallsResponse struct {
@@ -1042,7 +1108,7 @@ type CallsResponse struct {
 
 func (x *CallsResponse) Reset() {
 	*x = CallsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1120,7 @@ func (x *CallsResponse) String() string {
 func (*CallsResponse) ProtoMessage() {}
 
 func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1133,7 @@ func (x *CallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
 func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CallsResponse) GetId() uint64 {
@@ -1145,7 +1211,7 @@ type CallFailure struct {
 
 func (x *CallFailure) Reset() {
 	*x = CallFailure{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1223,7 @@ func (x *CallFailure) String() string {
 func (*CallFailure) ProtoMessage() {}
 
 func (x *CallFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1236,7 @@ func (x *CallFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
 func (*CallFailure) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CallFailure) GetCode() uint32 {
@@ -1200,11 +1266,16 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x0ehost_broker_id\x18\x03 \x01(\rR\fhostBrokerId\x12!\n" +
 	"\fhost_version\x18\x04 \x01(\tR\vhostVersion\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
-	"\x0fDescribeRequest\"|\n" +
+	"\x0fDescribeRequest\"\xb0\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12:\n" +
-	"\fcapabilities\x18\x03 \x03(\v2\x16.capgate.v1.CapabilityR\fcapabilities\"\xab\x02\n" +
+	"\fcapabilities\x18\x03 \x03(\v2\x16.capgate.v1.CapabilityR\fcapabilities\x122\n" +
+	"\bentities\x18\x04 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\"B\n" +
+	"\n" +
+	"EntityType\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\"\xab\x02\n" +
 	"\n" +
 	"Capability\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -1294,7 +1365,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                    // 0: capgate.v1.Kind
 	(ToolError_Code)(0),          // 1: capgate.v1.ToolError.Code
@@ -1302,50 +1373,52 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*ConfigureResponse)(nil),    // 3: capgate.v1.ConfigureResponse
 	(*DescribeRequest)(nil),      // 4: capgate.v1.DescribeRequest
 	(*DescribeResponse)(nil),     // 5: capgate.v1.DescribeResponse
-	(*Capability)(nil),           // 6: capgate.v1.Capability
-	(*Principal)(nil),            // 7: capgate.v1.Principal
-	(*InvokeRequest)(nil),        // 8: capgate.v1.InvokeRequest
-	(*InvokeResponse)(nil),       // 9: capgate.v1.InvokeResponse
-	(*ToolError)(nil),            // 10: capgate.v1.ToolError
-	(*ResolveOwnerRequest)(nil),  // 11: capgate.v1.ResolveOwnerRequest
-	(*ResolveOwnerResponse)(nil), // 12: capgate.v1.ResolveOwnerResponse
-	(*PingRequest)(nil),          // 13: capgate.v1.PingRequest
-	(*PingResponse)(nil),         // 14: capgate.v1.PingResponse
-	(*CallsRequest)(nil),         // 15: capgate.v1.CallsRequest
-	(*CancelCall)(nil),           // 16: capgate.v1.CancelCall
-	(*CallsResponse)(nil),        // 17: capgate.v1.CallsResponse
-	(*CallFailure)(nil),          // 18: capgate.v1.CallFailure
+	(*EntityType)(nil),           // 6: capgate.v1.EntityType
+	(*Capability)(nil),           // 7: capgate.v1.Capability
+	(*Principal)(nil),            // 8: capgate.v1.Principal
+	(*InvokeRequest)(nil),        // 9: capgate.v1.InvokeRequest
+	(*InvokeResponse)(nil),       // 10: capgate.v1.InvokeResponse
+	(*ToolError)(nil),            // 11: capgate.v1.ToolError
+	(*ResolveOwnerRequest)(nil),  // 12: capgate.v1.ResolveOwnerRequest
+	(*ResolveOwnerResponse)(nil), // 13: capgate.v1.ResolveOwnerResponse
+	(*PingRequest)(nil),          // 14: capgate.v1.PingRequest
+	(*PingResponse)(nil),         // 15: capgate.v1.PingResponse
+	(*CallsRequest)(nil),         // 16: capgate.v1.CallsRequest
+	(*CancelCall)(nil),           // 17: capgate.v1.CancelCall
+	(*CallsResponse)(nil),        // 18: capgate.v1.CallsResponse
+	(*CallFailure)(nil),          // 19: capgate.v1.CallFailure
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
-	6,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
-	0,  // 1: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
-	7,  // 2: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	10, // 3: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	1,  // 4: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	10, // 5: capgate.v1.ResolveOwnerResponse.error:type_name -> capgate.v1.ToolError
-	8,  // 6: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	11, // 7: capgate.v1.CallsRequest.resolve_owner:type_name -> capgate.v1.ResolveOwnerRequest
-	16, // 8: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	9,  // 9: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	12, // 10: capgate.v1.CallsResponse.resolve_owner:type_name -> capgate.v1.ResolveOwnerResponse
-	18, // 11: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	2,  // 12: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	4,  // 13: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	8,  // 14: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
-	11, // 15: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
-	15, // 16: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	13, // 17: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	3,  // 18: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	5,  // 19: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	9,  // 20: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
-	12, // 21: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
-	17, // 22: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	14, // 23: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	7,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
+	6,  // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
+	0,  // 2: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
+	8,  // 3: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
+	11, // 4: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	1,  // 5: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	11, // 6: capgate.v1.ResolveOwnerResponse.error:type_name -> capgate.v1.ToolError
+	9,  // 7: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	12, // 8: capgate.v1.CallsRequest.resolve_owner:type_name -> capgate.v1.ResolveOwnerRequest
+	17, // 9: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	10, // 10: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	13, // 11: capgate.v1.CallsResponse.resolve_owner:type_name -> capgate.v1.ResolveOwnerResponse
+	19, // 12: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	2,  // 13: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	4,  // 14: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	9,  // 15: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
+	12, // 16: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
+	16, // 17: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	14, // 18: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	3,  // 19: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	5,  // 20: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	10, // 21: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
+	13, // 22: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
+	18, // 23: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	15, // 24: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -1353,12 +1426,12 @@ func file_capgate_v1_plugin_proto_init() {
 	if File_capgate_v1_plugin_proto != nil {
 		return
 	}
-	file_capgate_v1_plugin_proto_msgTypes[13].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[14].OneofWrappers = []any{
 		(*CallsRequest_Invoke)(nil),
 		(*CallsRequest_ResolveOwner)(nil),
 		(*CallsRequest_Cancel)(nil),
 	}
-	file_capgate_v1_plugin_proto_msgTypes[15].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[16].OneofWrappers = []any{
 		(*CallsResponse_Invoke)(nil),
 		(*CallsResponse_ResolveOwner)(nil),
 		(*CallsResponse_Failure)(nil),
@@ -1369,7 +1442,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
