@@ -85,6 +85,7 @@ type Config struct {
 	EventsBufferSize int
 	HTTP             HTTP
 	Log              Log
+	Search           Search
 	Plugins          []Plugin
 	// File is the absolute path of the file loaded; empty after Parse.
 	File string
@@ -111,6 +112,15 @@ type HTTP struct {
 	// default port, no trailing slash) that browsers may call from, besides
 	// same-host and localhost ones.
 	AllowedOrigins []string
+}
+
+// Search configures the search registry.
+type Search struct {
+	// BlockedEntities are entity types no plugin may provide, on top of the
+	// always-blocked "user" and "invoice". An entry refuses the type of that
+	// name and any dotted name ending in it ("customer" refuses
+	// "crm.customer").
+	BlockedEntities []string
 }
 
 // Log configures the host's slog handler.

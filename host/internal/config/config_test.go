@@ -93,6 +93,8 @@ http:
 log:
   level: DEBUG
   format: json
+search:
+  blocked_entities: [customer, crm.contact, customer]
 plugins:
   - name: booking
     path: plugins/booking
@@ -126,7 +128,8 @@ plugins:
 			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second,
 			AllowedOrigins: []string{"https://app.example.com", "http://localhost:3000", "http://[::1]"},
 		},
-		Log: Log{Level: slog.LevelDebug, Format: "json"},
+		Log:    Log{Level: slog.LevelDebug, Format: "json"},
+		Search: Search{BlockedEntities: []string{"customer", "crm.contact"}},
 		Plugins: []Plugin{
 			{Name: "booking", Path: "/etc/capgate/plugins/booking", SHA256: strings.Repeat("cd", 32), Config: map[string]any{"timezone": "Europe/Paris"}},
 			{Name: "search", Path: "/opt/capgate/search"},

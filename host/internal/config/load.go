@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/dispatch"
 )
 
@@ -133,9 +134,10 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys    = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "llm_connection_slug", "events_buffer_size", "http", "log", "plugins"}
+	topKeys    = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "llm_connection_slug", "events_buffer_size", "http", "log", "search", "plugins"}
 	httpKeys   = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "allowed_origins"}
 	logKeys    = []string{"level", "format"}
+	searchKeys = []string{"blocked_entities"}
 	tokenKeys  = []string{"token", "token_sha256", "role", "scope", "user_id"}
 	pluginKeys = []string{"name", "path", "sha256", "config"}
 )
@@ -257,7 +259,18 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	roles := l.roles(sections["roles"])
 
 	l.layer(packNames)
-	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}}
+	var search Search
+	if pairs, _ := l.mapping("search", sections["search"]); pairs != nil {
+		for _, p := range pairs {
+			switch p.key {
+			case "blocked_entities":
+				search.BlockedEntities = l.blockedEntities(p.path, p.val)
+			default:
+				l.unknown(p, searchKeys)
+			}
+		}
+	}
+	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}, Search: search}
 	l.resolveSettings(cfg)
 	cfg.Packs = map[string]bool{}
 	for _, name := range packNames {
@@ -557,6 +570,28 @@ func (l *loader) origins(path string, n *yaml.Node) []string {
 		}
 		if !slices.Contains(out, o) {
 			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// blockedEntities validates search.blocked_entities: each entry is an entity
+// type name such as "customer" or "crm.contact". Repeats are dropped.
+func (l *loader) blockedEntities(path string, n *yaml.Node) []string {
+	items, _ := l.sequence(path, n)
+	var out []string
+	for i, item := range items {
+		p := index(path, i)
+		s, ok := l.str(p, item)
+		if !ok {
+			continue
+		}
+		if !catalogue.ValidName(s) {
+			l.addf(p, item.Line, `must be an entity type name such as "customer" or "crm.contact" (lower-case dotted, [a-z][a-z0-9_]* each), got %q`, s)
+			continue
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
 		}
 	}
 	return out

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, llm_connection_slug, events_buffer_size, http, log, plugins"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, llm_connection_slug, events_buffer_size, http, log, search, plugins"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -27,6 +27,8 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{"http.timeout: unknown key; known keys are max_body_bytes, request_timeout, shutdown_timeout, allowed_origins (line 2)"}},
 		{"unknown log key", "log:\n  lvl: debug\n",
 			nil, []string{"log.lvl: unknown key; known keys are level, format (line 2)"}},
+		{"unknown search key", "search:\n  blocked: [customer]\n",
+			nil, []string{"search.blocked: unknown key; known keys are blocked_entities (line 2)"}},
 		{"unknown plugin key", "plugins:\n  - name: a\n    path: a\n    sha265: x\n",
 			nil, []string{"plugins[0].sha265: unknown key; known keys are name, path, sha256, config (line 4)"}},
 		{"odd key quoted in path", "\"a b\": 1\n",
@@ -75,6 +77,18 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{"packs.booking: must be true or false, got a mapping (line 2)"}},
 		{"allowed_origins not a list", "http:\n  allowed_origins: https://a.example\n",
 			nil, []string{`http.allowed_origins: must be a list, got "https://a.example" (line 2)`}},
+		{"search not a mapping", "search: [customer]\n",
+			nil, []string{"search: must be a mapping, got a list (line 1)"}},
+		{"blocked_entities not a list", "search:\n  blocked_entities: customer\n",
+			nil, []string{`search.blocked_entities: must be a list, got "customer" (line 2)`}},
+		{"blocked entity not a string", "search:\n  blocked_entities:\n    - customer\n    - {a: 1}\n",
+			nil, []string{"search.blocked_entities[1]: must be a string, got a mapping (line 4)"}},
+		{"blocked entity malformed", "search:\n  blocked_entities: [customer, Crm.Contact, \"crm.\", \"\"]\n",
+			nil, []string{
+				`search.blocked_entities[1]: must be an entity type name such as "customer" or "crm.contact" (lower-case dotted, [a-z][a-z0-9_]* each), got "Crm.Contact" (line 2)`,
+				`search.blocked_entities[2]: must be an entity type name such as "customer" or "crm.contact" (lower-case dotted, [a-z][a-z0-9_]* each), got "crm." (line 2)`,
+				`search.blocked_entities[3]: must be an entity type name such as "customer" or "crm.contact" (lower-case dotted, [a-z][a-z0-9_]* each), got "" (line 2)`,
+			}},
 		{"plugin not a mapping", "plugins:\n  - ./bin/x\n",
 			nil, []string{`plugins[0]: must be a mapping with name and path, got "./bin/x" (line 2)`}},
 		{"plugin config not a mapping", "plugins:\n  - {name: a, path: a, config: [1]}\n",

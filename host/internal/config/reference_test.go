@@ -27,6 +27,9 @@ func TestReferenceLoads(t *testing.T) {
 	if want := filepath.Join(filepath.Dir(cfg.File), "..", "bin", "capgate-plugin-booking"); cfg.Plugins[0].Path != filepath.Clean(want) {
 		t.Errorf("plugins[0].path = %q", cfg.Plugins[0].Path)
 	}
+	if got := cfg.Search.BlockedEntities; len(got) != 2 || got[0] != "customer" || got[1] != "crm.contact" {
+		t.Errorf("search.blocked_entities = %v", got)
+	}
 	if got := cfg.Plugins[1].Config["Region"]; got != "eu-west-1" {
 		t.Errorf("plugins[1].config.Region = %v", got)
 	}
@@ -45,7 +48,7 @@ func TestReferenceLoads(t *testing.T) {
 		}
 		mentions = append(mentions, leaf+":", s.Env(), "Default: "+def)
 	}
-	for _, keys := range [][]string{topKeys, httpKeys, logKeys, tokenKeys, pluginKeys} {
+	for _, keys := range [][]string{topKeys, httpKeys, logKeys, searchKeys, tokenKeys, pluginKeys} {
 		for _, k := range keys {
 			mentions = append(mentions, k+":")
 		}
