@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/auth"
+	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/pluginhost"
@@ -25,6 +26,7 @@ type App struct {
 	plugins *pluginhost.Host
 	gate    *dispatch.Dispatcher
 	srv     *server.Server
+	cat     *catalogue.Catalogue
 }
 
 // Options are what the configuration file does not say.
@@ -78,6 +80,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err := plugins.Register(reg); err != nil {
 		return nil, err
 	}
+	// Before anything serves: a plugin providing a blocked entity type
+	// (personal or financial data) stops start-up here.
+	cat := catalogue.New(cfg.Search.BlockedEntities)
+	if err := plugins.RegisterEntities(cat); err != nil {
+		return nil, err
+	}
 	gate, err := dispatch.New(reg, cfg.Policy(), plugins.Providers())
 	if err != nil {
 		return nil, err
@@ -96,7 +104,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Auth:            auth.New(cfg.Tokens),
 		Logger:          log,
 	})
-	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv}, nil
+	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat}, nil
 }
 
 // warnUnusable points out configuration that is valid but surely not
@@ -133,7 +141,8 @@ func (a *App) Run(ctx context.Context) error {
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer a.plugins.Stop()
 	a.log.Info("capgate serving", "endpoint", "http://"+ln.Addr().String()+server.MCPPath,
-		"capabilities", len(a.gate.Registry().All()), "plugins", len(a.plugins.Plugins()))
+		"capabilities", len(a.gate.Registry().All()), "plugins", len(a.plugins.Plugins()),
+		"entity_types", len(a.cat.Entities()))
 	err := a.srv.Serve(ctx, ln)
 	a.log.Info("capgate stopped")
 	return err

@@ -18,7 +18,7 @@ import (
 	"github.com/capgate/capgate/host/internal/config"
 )
 
-var helloBin string
+var helloBin, leakyBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capgate-app-*")
@@ -31,6 +31,13 @@ func TestMain(m *testing.M) {
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build hello plugin:", err)
+		os.Exit(1)
+	}
+	leakyBin = filepath.Join(dir, "capgate-plugin-leaky")
+	cmd = exec.Command("go", "build", "-o", leakyBin, "../pluginhost/testdata/plugins/leaky")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build leaky plugin:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -119,8 +126,55 @@ func TestNewFailsWholeAndLeavesNothing(t *testing.T) {
 	}
 }
 
+// TestNewRefusesBlockedEntityTypes: a plugin that declares an entity type
+// carrying personal or financial data stops start-up before anything
+// serves, with the plugin and the type named, and is not left running.
+func TestNewRefusesBlockedEntityTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name, search, want string
+	}{
+		{"always blocked", "",
+			`plugins[1]: plugin "leaky" declares entity type "shop.invoice": entity type carries personal or financial data and may not be provided ("invoice" is always blocked)`},
+		{"blocked by config", "search: {blocked_entities: [product]}",
+			`plugins[1]: plugin "leaky" declares entity type "shop.product": entity type carries personal or financial data and may not be provided ("product" is blocked by search.blocked_entities)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(fmt.Sprintf(`
+enabled: true
+listen: 127.0.0.1:0
+data_dir: %s
+tokens: [{token: test-token-1, role: r, scope: read}]
+roles: {r: [hello.greet]}
+packs: {hello: true}
+%s
+plugins: [{name: hello, path: %s}, {name: leaky, path: %s}]
+`, t.TempDir(), tc.search, helloBin, leakyBin)), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := app.New(context.Background(), cfg, quiet())
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("app.New = %v, %v\nwant error %s", a, err, tc.want)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for running(t) != 0 || runningBin(t, leakyBin) != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("a refused start left a plugin running")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
 // running counts live processes of this test's hello plugin binary.
 func running(t *testing.T) int {
+	t.Helper()
+	return runningBin(t, helloBin)
+}
+
+// runningBin counts live processes of the binary at bin.
+func runningBin(t *testing.T, bin string) int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -129,7 +183,7 @@ func running(t *testing.T) int {
 	n := 0
 	for _, e := range entries {
 		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err != nil || exe != helloBin {
+		if err != nil || exe != bin {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
@@ -237,6 +238,24 @@ func (h *Host) Register(reg *registry.Registry) error {
 					where = "plugins"
 				}
 				return fmt.Errorf("%s: plugin %q declares an invalid capability: %w", where, p.spec.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// RegisterEntities adds every plugin's catalogue entity types to c. A
+// refused type (blocked, malformed, or provided twice) fails with the
+// plugin's config path, the plugin and the type named.
+func (h *Host) RegisterEntities(c *catalogue.Catalogue) error {
+	for _, p := range h.plugins {
+		for _, e := range p.describe.Entities {
+			if err := c.Add(p.spec.Name, e.Name); err != nil {
+				where := p.spec.ConfigPath
+				if where == "" {
+					where = "plugins"
+				}
+				return fmt.Errorf("%s: %w", where, err)
 			}
 		}
 	}

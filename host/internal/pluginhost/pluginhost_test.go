@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/host/internal/registry"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bins = dir
-	for _, name := range []string{"notes", "crash"} {
+	for _, name := range []string{"notes", "crash", "leaky"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./testdata/plugins/"+name)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -222,6 +223,77 @@ func TestRegisterRejectsInvalidCapabilities(t *testing.T) {
 	err = h.Register(registry.New([]string{"booking"}))
 	if err == nil || !strings.Contains(err.Error(), `unknown pack "notes"`) {
 		t.Errorf("unknown pack: %v", err)
+	}
+}
+
+func TestRegisterEntities(t *testing.T) {
+	h, _, err := startHost(t, notes("notes", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := catalogue.New(nil)
+	if err := h.RegisterEntities(c); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := c.Provider("notes.note"); !ok || p != "notes" {
+		t.Errorf("Provider(notes.note) = %q, %v", p, ok)
+	}
+	if got := c.Entities(); len(got) != 1 || got[0] != "notes.note" {
+		t.Errorf("Entities() = %v", got)
+	}
+}
+
+func TestRegisterEntitiesRefuses(t *testing.T) {
+	leaky := pluginhost.Spec{Name: "leaky", Path: filepath.Join(bins, "leaky"), ConfigPath: "plugins[1]"}
+	h, _, err := startHost(t, notes("notes", ""), leaky)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		blocked []string
+		is      error
+		want    string
+	}{
+		{"always blocked", nil, catalogue.ErrBlocked,
+			`plugins[1]: plugin "leaky" declares entity type "shop.invoice": entity type carries personal or financial data and may not be provided ("invoice" is always blocked)`},
+		{"blocked by config", []string{"product"}, catalogue.ErrBlocked,
+			`plugins[1]: plugin "leaky" declares entity type "shop.product": entity type carries personal or financial data and may not be provided ("product" is blocked by search.blocked_entities)`},
+		{"blocked by config, first plugin", []string{"notes.note"}, catalogue.ErrBlocked,
+			`plugins[0]: plugin "notes" declares entity type "notes.note"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := catalogue.New(tc.blocked)
+			err := h.RegisterEntities(c)
+			if !errors.Is(err, tc.is) || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("RegisterEntities = %v\nwant %s", err, tc.want)
+			}
+			for _, e := range c.Entities() {
+				if e == "shop.invoice" {
+					t.Error("shop.invoice was registered")
+				}
+			}
+		})
+	}
+
+	// Two plugins providing one type: the error names both.
+	h2, _, err := startHost(t, notes("first", ""), notes("second", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h2.RegisterEntities(catalogue.New(nil))
+	if !errors.Is(err, catalogue.ErrDuplicate) || !strings.Contains(err.Error(), `plugin "second" declares entity type "notes.note": entity type already provided by plugin "first"`) {
+		t.Errorf("duplicate: %v", err)
+	}
+}
+
+func TestRegisterEntitiesWithoutConfigPath(t *testing.T) {
+	h, _, err := startHost(t, pluginhost.Spec{Name: "leaky", Path: filepath.Join(bins, "leaky")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RegisterEntities(catalogue.New(nil)); err == nil || !strings.HasPrefix(err.Error(), `plugins: plugin "leaky" declares entity type "shop.invoice"`) {
+		t.Errorf("RegisterEntities = %v", err)
 	}
 }
 

@@ -109,6 +109,9 @@ func TestDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Describe: %v", err)
 	}
+	if es := d.GetEntities(); len(es) != 1 || es[0].GetName() != "booking.resource" || !strings.Contains(es[0].GetDescription(), "bookable resource") {
+		t.Errorf("entities = %v; want only booking.resource (never bookings, which are personal)", es)
+	}
 	tests := []struct {
 		name        string
 		kind        capgatev1.Kind

@@ -23,6 +23,9 @@ const (
 	PermCatalogue = "catalogue.read"
 )
 
+// EntityResource is the catalogue entity type of a bookable resource.
+const EntityResource = "booking.resource"
+
 // DBFile is the database's file name inside the plugin's data directory.
 const DBFile = "booking.db"
 
@@ -95,6 +98,10 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		svc.Store(s)
 		return nil
 	})
+
+	// The bookable catalogue is searchable; individual bookings are not, as
+	// they belong to a person.
+	p.ProvideEntity(EntityResource, "a bookable resource: room, desk, court, …")
 
 	sdk.Add(p, sdk.Tool[ResourcesIn, ResourcesOut]{
 		Name:        "booking.resources",

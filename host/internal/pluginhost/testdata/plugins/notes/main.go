@@ -68,5 +68,6 @@ func main() {
 			return out{}, ctx.Err()
 		},
 	})
+	p.ProvideEntity("notes.note", "a note")
 	sdk.Serve(p)
 }
