@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/capgate/capgate/host/internal/dispatch"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
@@ -60,6 +63,14 @@ func (p *Plugin) ResolveOwner(ctx context.Context, capability string, args json.
 func (p *Plugin) rpcError(ctx context.Context, what, capability string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, ctx.Err())
+	}
+	// The plugin holds the call's deadline too and may report it a moment
+	// before the host's own timer fires: still the caller's deadline.
+	switch status.Code(err) {
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, context.DeadlineExceeded)
+	case codes.Canceled:
+		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, context.Canceled)
 	}
 	return fmt.Errorf("plugin %q: %s %s: %s", p.spec.Name, what, capability, statusMessage(err))
 }
