@@ -238,7 +238,7 @@ func (b *NATS) Subscribe(ctx context.Context, name string, after uint64, h Handl
 
 	cons, err := b.consumer(ctx, name, after)
 	if err == nil {
-		s.iter, err = cons.Messages(jetstream.PullMaxMessages(1))
+		s.iter, err = cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(pullExpiry))
 		if err != nil {
 			err = fmt.Errorf("events: subscribe %q: messages: %w", name, err)
 		}
@@ -431,3 +431,9 @@ func (s *natsSub) release(log *slog.Logger, msg jetstream.Msg, delay time.Durati
 		log.Warn("returning event to the stream failed", "subject", msg.Subject(), "err", err)
 	}
 }
+
+// pullExpiry bounds how long one pull request waits at the server. A short
+// one means that if a request is lost in a stall (seen on a starved
+// machine: delivery stopped until the default 30 s expiry), the iterator
+// asks again within seconds instead.
+const pullExpiry = 2 * time.Second
