@@ -82,6 +82,8 @@ type Env struct {
 	Logger *slog.Logger
 	// HostVersion is the capgate build version.
 	HostVersion string
+
+	host hostConn // the host's services; nil when no host configured the plugin
 }
 
 // DecodeConfig decodes the config block into v, refusing unknown keys so a

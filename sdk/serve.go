@@ -104,6 +104,9 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 	}
 	if s.p.configure != nil {
 		env := Env{DataDir: req.DataDir, Config: req.ConfigJson, Logger: s.p.logger, HostVersion: req.HostVersion}
+		if s.host != nil {
+			env.host = s.host
+		}
 		if err := s.p.configure(ctx, env); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}

@@ -12,6 +12,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-plugin"
@@ -32,7 +34,27 @@ func (e *ToolError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Mess
 
 // Client calls a plugin started by Start.
 type Client struct {
-	rpc capgatev1.PluginServiceClient
+	rpc  capgatev1.PluginServiceClient
+	host *hostService
+}
+
+// Event is an event the plugin published, as the host received it.
+type Event struct {
+	Cursor uint64
+	Type   string
+	Entity string
+	ID     string
+	UserID string
+	Data   json.RawMessage
+}
+
+// Published returns the events the plugin has published so far, oldest
+// first, including those published while it was configured. The harness
+// records them without the host's validation.
+func (c *Client) Published() []Event {
+	c.host.mu.Lock()
+	defer c.host.mu.Unlock()
+	return slices.Clone(c.host.events)
 }
 
 // Start serves p over gRPC, configures it with config (marshalled to JSON;
@@ -71,9 +93,10 @@ func StartIn(t testing.TB, p *sdk.Plugin, config any, dataDir string) (*Client, 
 
 	// Serve the host's services on the broker, as the host does.
 	hostID := wc.Broker.NextId()
+	host := &hostService{}
 	go wc.Broker.AcceptAndServe(hostID, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(opts...)
-		capgatev1.RegisterHostServiceServer(s, hostService{})
+		capgatev1.RegisterHostServiceServer(s, host)
 		return s
 	})
 
@@ -89,14 +112,27 @@ func StartIn(t testing.TB, p *sdk.Plugin, config any, dataDir string) (*Client, 
 	if err != nil {
 		return nil, fmt.Errorf("configure: %w", err)
 	}
-	return &Client{rpc: wc.PluginServiceClient}, nil
+	return &Client{rpc: wc.PluginServiceClient, host: host}, nil
 }
 
 type hostService struct {
 	capgatev1.UnimplementedHostServiceServer
+	mu     sync.Mutex
+	events []Event
 }
 
-func (hostService) Ping(context.Context, *capgatev1.PingRequest) (*capgatev1.PingResponse, error) {
+func (h *hostService) Publish(_ context.Context, req *capgatev1.PublishRequest) (*capgatev1.PublishResponse, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ev := Event{Cursor: uint64(len(h.events)) + 1, Type: req.Type, Entity: req.Entity, ID: req.Id, UserID: req.UserId}
+	if len(req.Data) > 0 {
+		ev.Data = json.RawMessage(slices.Clone(req.Data))
+	}
+	h.events = append(h.events, ev)
+	return &capgatev1.PublishResponse{Cursor: ev.Cursor}, nil
+}
+
+func (*hostService) Ping(context.Context, *capgatev1.PingRequest) (*capgatev1.PingResponse, error) {
 	return &capgatev1.PingResponse{}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/host/internal/registry"
 	"github.com/capgate/capgate/host/internal/server"
@@ -27,6 +28,7 @@ type App struct {
 	gate    *dispatch.Dispatcher
 	srv     *server.Server
 	cat     *catalogue.Catalogue
+	bus     events.Bus
 }
 
 // Options are what the configuration file does not say.
@@ -48,6 +50,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data_dir: create %s: %w", cfg.DataDir, err)
 	}
+	// The bus comes first: plugins publish while they are configured.
+	bus, err := OpenBus(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = bus.Close()
+		}
+	}()
 	specs := make([]pluginhost.Spec, len(cfg.Plugins))
 	for i, p := range cfg.Plugins {
 		raw, err := p.ConfigJSON()
@@ -61,6 +73,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}
 	plugins, err := pluginhost.Start(ctx, specs, pluginhost.Options{
 		DataDir: cfg.DataDir, HostVersion: opts.Version, Logger: log, StartTimeout: opts.PluginStartTimeout,
+		Events: bus,
 	})
 	if err != nil {
 		return nil, err
@@ -104,7 +117,53 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Auth:            auth.New(cfg.Tokens),
 		Logger:          log,
 	})
-	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat}, nil
+	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus}, nil
+}
+
+// OpenBus builds the event bus cfg asks for: the in-process ring buffer when
+// events.nats_url is empty, otherwise the JetStream stream events.stream on
+// that server, either holding the last events_buffer_size events. A server
+// that cannot be reached is an error naming events.nats_url.
+func OpenBus(ctx context.Context, cfg *config.Config, log *slog.Logger) (events.Bus, error) {
+	if cfg.Events.NATSURL == "" {
+		bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: cfg.EventsBufferSize, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("events_buffer_size: %w", err)
+		}
+		return bus, nil
+	}
+	bus, err := events.OpenNATS(ctx, events.NATSConfig{
+		URL:           cfg.Events.NATSURL,
+		Stream:        cfg.Events.Stream,
+		SubjectPrefix: SubjectPrefix(cfg.Events.Stream),
+		BufferSize:    cfg.EventsBufferSize,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events.nats_url %s (stream %s): %w", cfg.Events.NATSURL, cfg.Events.Stream, err)
+	}
+	return bus, nil
+}
+
+// SubjectPrefix is the NATS subject prefix of a stream's events: the default
+// for the default stream, and one of its own for any other, as two streams
+// on one server may not hold the same subjects.
+func SubjectPrefix(stream string) string {
+	if stream == "" || stream == events.DefaultStream {
+		return events.DefaultSubjectPrefix
+	}
+	return "capgate.stream." + stream
+}
+
+// Bus is the event bus the plugins publish on.
+func (a *App) Bus() events.Bus { return a.bus }
+
+// stop stops the plugins, then closes the bus they published on.
+func (a *App) stop() {
+	a.plugins.Stop()
+	if err := a.bus.Close(); err != nil {
+		a.log.Warn("closing the event bus", "err", err)
+	}
 }
 
 // warnUnusable points out configuration that is valid but surely not
@@ -131,7 +190,7 @@ func warnUnusable(log *slog.Logger, cfg *config.Config, reg *registry.Registry) 
 func (a *App) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
-		a.plugins.Stop()
+		a.stop()
 		return fmt.Errorf("listen: %w", err)
 	}
 	return a.Serve(ctx, ln)
@@ -139,7 +198,7 @@ func (a *App) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller opened.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
-	defer a.plugins.Stop()
+	defer a.stop()
 	a.log.Info("capgate serving", "endpoint", "http://"+ln.Addr().String()+server.MCPPath,
 		"capabilities", len(a.gate.Registry().All()), "plugins", len(a.plugins.Plugins()),
 		"entity_types", len(a.cat.Entities()))

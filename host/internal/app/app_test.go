@@ -18,7 +18,7 @@ import (
 	"github.com/capgate/capgate/host/internal/config"
 )
 
-var helloBin, leakyBin string
+var helloBin, leakyBin, bookingBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capgate-app-*")
@@ -38,6 +38,13 @@ func TestMain(m *testing.M) {
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build leaky plugin:", err)
+		os.Exit(1)
+	}
+	bookingBin = filepath.Join(dir, "capgate-plugin-booking")
+	cmd = exec.Command("go", "build", "-o", bookingBin, "../../../plugins/booking")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build booking plugin:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

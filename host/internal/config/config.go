@@ -86,6 +86,7 @@ type Config struct {
 	HTTP             HTTP
 	Log              Log
 	Search           Search
+	Events           Events
 	Plugins          []Plugin
 	// File is the absolute path of the file loaded; empty after Parse.
 	File string
@@ -121,6 +122,15 @@ type Search struct {
 	// name and any dotted name ending in it ("customer" refuses
 	// "crm.customer").
 	BlockedEntities []string
+}
+
+// Events configures the event bus.
+type Events struct {
+	// NATSURL is the NATS server (events.nats_url); empty means the
+	// in-process bus, which nothing outside this process sees.
+	NATSURL string
+	// Stream is the JetStream stream holding the events (events.stream).
+	Stream string
 }
 
 // Log configures the host's slog handler.

@@ -27,6 +27,7 @@ func defaults() *Config {
 		EventsBufferSize: 1000,
 		HTTP:             HTTP{MaxBodyBytes: 1 << 20, RequestTimeout: 30 * time.Second, ShutdownTimeout: 15 * time.Second},
 		Log:              Log{Level: slog.LevelInfo, Format: "text"},
+		Events:           Events{Stream: "CAPGATE_EVENTS"},
 	}
 }
 
@@ -95,6 +96,9 @@ log:
   format: json
 search:
   blocked_entities: [customer, crm.contact, customer]
+events:
+  nats_url: nats://a.example:4222,tls://b.example:4222
+  stream: CAPGATE_EVENTS_EU
 plugins:
   - name: booking
     path: plugins/booking
@@ -130,6 +134,7 @@ plugins:
 		},
 		Log:    Log{Level: slog.LevelDebug, Format: "json"},
 		Search: Search{BlockedEntities: []string{"customer", "crm.contact"}},
+		Events: Events{NATSURL: "nats://a.example:4222,tls://b.example:4222", Stream: "CAPGATE_EVENTS_EU"},
 		Plugins: []Plugin{
 			{Name: "booking", Path: "/etc/capgate/plugins/booking", SHA256: strings.Repeat("cd", 32), Config: map[string]any{"timezone": "Europe/Paris"}},
 			{Name: "search", Path: "/opt/capgate/search"},
@@ -175,6 +180,8 @@ log: {level: error, format: text}
 		{"CAPGATE_HTTP_SHUTDOWN_TIMEOUT", "1s", func(c *Config) bool { return c.HTTP.ShutdownTimeout == time.Second }},
 		{"CAPGATE_LOG_LEVEL", "warn", func(c *Config) bool { return c.Log.Level == slog.LevelWarn }},
 		{"CAPGATE_LOG_FORMAT", "JSON", func(c *Config) bool { return c.Log.Format == "json" }},
+		{"CAPGATE_EVENTS_NATS_URL", "nats://10.0.0.1:4222", func(c *Config) bool { return c.Events.NATSURL == "nats://10.0.0.1:4222" }},
+		{"CAPGATE_EVENTS_STREAM", "OTHER_EVENTS", func(c *Config) bool { return c.Events.Stream == "OTHER_EVENTS" }},
 		{"CAPGATE_PACKS_BOOKING", "true", func(c *Config) bool { return c.Packs["booking"] }},
 		{"CAPGATE_PACKS_SEARCH", "false", func(c *Config) bool { return !c.Packs["search"] }},
 		{"CAPGATE_PACKS_CRM_SYNC", "1", func(c *Config) bool { return c.Packs["crm_sync"] }},

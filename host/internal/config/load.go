@@ -23,6 +23,7 @@ import (
 
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/events"
 )
 
 // EnvPrefix starts every environment variable the configuration reads.
@@ -120,6 +121,8 @@ var Settings = []Setting{
 	{Key: "http.shutdown_timeout", Default: "15s", kind: kindDuration, def: "15s"},
 	{Key: "log.level", Default: "info", kind: kindString, def: "info"},
 	{Key: "log.format", Default: "text", kind: kindString, def: "text"},
+	{Key: "events.nats_url", Default: "", kind: kindString, def: ""},
+	{Key: "events.stream", Default: "CAPGATE_EVENTS", kind: kindString, def: "CAPGATE_EVENTS"},
 }
 
 var (
@@ -134,10 +137,11 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys    = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "llm_connection_slug", "events_buffer_size", "http", "log", "search", "plugins"}
+	topKeys    = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "llm_connection_slug", "events_buffer_size", "http", "log", "search", "events", "plugins"}
 	httpKeys   = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "allowed_origins"}
 	logKeys    = []string{"level", "format"}
 	searchKeys = []string{"blocked_entities"}
+	eventsKeys = []string{"nats_url", "stream"}
 	tokenKeys  = []string{"token", "token_sha256", "role", "scope", "user_id"}
 	pluginKeys = []string{"name", "path", "sha256", "config"}
 )
@@ -253,6 +257,15 @@ func (l *loader) load(doc *yaml.Node) *Config {
 				continue
 			}
 			l.fileScalar(settingFor("log."+p.key), p.val)
+		}
+	}
+	if pairs, _ := l.mapping("events", sections["events"]); pairs != nil {
+		for _, p := range pairs {
+			if !slices.Contains(eventsKeys, p.key) {
+				l.unknown(p, eventsKeys)
+				continue
+			}
+			l.fileScalar(settingFor("events."+p.key), p.val)
 		}
 	}
 	packNames := l.filePacks(sections["packs"])
@@ -497,6 +510,38 @@ func (l *loader) resolveSettings(cfg *Config) {
 			l.addAt("log.format", src, "must be text or json, got %q", v)
 		}
 	}
+	if v, src, ok := get("events.nats_url"); ok {
+		cfg.Events.NATSURL = v.(string)
+		if msg := checkNATSURL(cfg.Events.NATSURL); msg != "" {
+			l.addAt("events.nats_url", src, "%s", msg)
+		}
+	}
+	if v, src, ok := get("events.stream"); ok {
+		cfg.Events.Stream = v.(string)
+		if !events.ValidStreamName(cfg.Events.Stream) {
+			l.addAt("events.stream", src, "must be 1 to 64 letters, digits, '-' or '_', got %q", cfg.Events.Stream)
+		}
+	}
+}
+
+// checkNATSURL accepts "" (the in-process bus) or a comma-separated list of
+// NATS server URLs such as nats://127.0.0.1:4222.
+func checkNATSURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	for _, part := range strings.Split(s, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Sprintf("must be empty (the in-process bus) or NATS server URLs such as nats://127.0.0.1:4222, comma-separated, got %q", s)
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Sprintf("scheme must be nats, tls, ws or wss, got %q in %q", u.Scheme, s)
+		}
+	}
+	return ""
 }
 
 func checkListen(addr string) string {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, llm_connection_slug, events_buffer_size, http, log, search, plugins"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, llm_connection_slug, events_buffer_size, http, log, search, events, plugins"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -27,6 +27,22 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{"http.timeout: unknown key; known keys are max_body_bytes, request_timeout, shutdown_timeout, allowed_origins (line 2)"}},
 		{"unknown log key", "log:\n  lvl: debug\n",
 			nil, []string{"log.lvl: unknown key; known keys are level, format (line 2)"}},
+		{"unknown events key", "events:\n  url: nats://127.0.0.1:4222\n",
+			nil, []string{"events.url: unknown key; known keys are nats_url, stream (line 2)"}},
+		{"events not a mapping", "events: nats://127.0.0.1:4222\n",
+			nil, []string{`events: must be a mapping, got "nats://127.0.0.1:4222" (line 1)`}},
+		{"events nats_url not a url", "events:\n  nats_url: 127.0.0.1:4222\n",
+			nil, []string{`events.nats_url: must be empty (the in-process bus) or NATS server URLs such as nats://127.0.0.1:4222, comma-separated, got "127.0.0.1:4222" (line 2)`}},
+		{"events nats_url wrong scheme", "events:\n  nats_url: http://127.0.0.1:4222\n",
+			nil, []string{`events.nats_url: scheme must be nats, tls, ws or wss, got "http" in "http://127.0.0.1:4222" (line 2)`}},
+		{"events nats_url a list", "events:\n  nats_url: [nats://a:1]\n",
+			nil, []string{"events.nats_url: must be a string, got a list (line 2)"}},
+		{"events stream malformed", "events:\n  stream: capgate.events\n",
+			nil, []string{`events.stream: must be 1 to 64 letters, digits, '-' or '_', got "capgate.events" (line 2)`}},
+		{"events stream empty", "events:\n  stream: \"\"\n",
+			nil, []string{`events.stream: must be 1 to 64 letters, digits, '-' or '_', got "" (line 2)`}},
+		{"events stream from env malformed", "",
+			map[string]string{"CAPGATE_EVENTS_STREAM": "a b"}, []string{`events.stream: must be 1 to 64 letters, digits, '-' or '_', got "a b" (from CAPGATE_EVENTS_STREAM)`}},
 		{"unknown search key", "search:\n  blocked: [customer]\n",
 			nil, []string{"search.blocked: unknown key; known keys are blocked_entities (line 2)"}},
 		{"unknown plugin key", "plugins:\n  - name: a\n    path: a\n    sha265: x\n",

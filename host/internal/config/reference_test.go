@@ -30,6 +30,9 @@ func TestReferenceLoads(t *testing.T) {
 	if got := cfg.Search.BlockedEntities; len(got) != 2 || got[0] != "customer" || got[1] != "crm.contact" {
 		t.Errorf("search.blocked_entities = %v", got)
 	}
+	if cfg.Events != (Events{NATSURL: "nats://127.0.0.1:4222", Stream: "CAPGATE_EVENTS"}) {
+		t.Errorf("events = %+v", cfg.Events)
+	}
 	if got := cfg.Plugins[1].Config["Region"]; got != "eu-west-1" {
 		t.Errorf("plugins[1].config.Region = %v", got)
 	}
@@ -48,7 +51,7 @@ func TestReferenceLoads(t *testing.T) {
 		}
 		mentions = append(mentions, leaf+":", s.Env(), "Default: "+def)
 	}
-	for _, keys := range [][]string{topKeys, httpKeys, logKeys, searchKeys, tokenKeys, pluginKeys} {
+	for _, keys := range [][]string{topKeys, httpKeys, logKeys, searchKeys, eventsKeys, tokenKeys, pluginKeys} {
 		for _, k := range keys {
 			mentions = append(mentions, k+":")
 		}

@@ -437,3 +437,6 @@ func (s *natsSub) release(log *slog.Logger, msg jetstream.Msg, delay time.Durati
 // machine: delivery stopped until the default 30 s expiry), the iterator
 // asks again within seconds instead.
 const pullExpiry = 2 * time.Second
+
+// ValidStreamName reports whether s is acceptable as NATSConfig.Stream.
+func ValidStreamName(s string) bool { return streamNameRE.MatchString(s) }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/capgate/capgate/host/internal/catalogue"
+	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
@@ -48,6 +49,9 @@ type Options struct {
 	// StartTimeout bounds the handshake, configuration and description of
 	// one plugin. Default 30s.
 	StartTimeout time.Duration
+	// Events is the bus plugins publish on through the host service; nil
+	// refuses their publishing with Unavailable.
+	Events events.Bus
 }
 
 // Plugin is a running plugin.
@@ -188,7 +192,7 @@ func start(ctx context.Context, s Spec, opts Options) (_ *Plugin, err error) {
 	hostSrv := make(chan *grpc.Server, 1)
 	go wc.broker.AcceptAndServe(hostID, func(o []grpc.ServerOption) *grpc.Server {
 		srv := grpc.NewServer(o...)
-		capgatev1.RegisterHostServiceServer(srv, hostService{})
+		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, bus: opts.Events, log: opts.Logger})
 		hostSrv <- srv
 		return srv
 	})

@@ -939,6 +939,133 @@ func (*PingResponse) Descriptor() ([]byte, []int) {
 	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
+type PublishRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is a dotted lower-case name such as "booking.cancelled".
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// entity is the kind of thing the event is about, e.g. "booking".
+	Entity string `protobuf:"bytes,2,opt,name=entity,proto3" json:"entity,omitempty"`
+	// id identifies the entity within its kind.
+	Id string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	// user_id is the user the entity belongs to; empty for public catalogue
+	// events, which every reader of the events pack may see.
+	UserId string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// data is an optional JSON object with details.
+	Data          []byte `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishRequest) Reset() {
+	*x = PublishRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishRequest) ProtoMessage() {}
+
+func (x *PublishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
+func (*PublishRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PublishRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PublishRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *PublishRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PublishRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *PublishRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type PublishResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cursor is the event's position on the bus.
+	Cursor        uint64 `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishResponse) Reset() {
+	*x = PublishResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishResponse) ProtoMessage() {}
+
+func (x *PublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
+func (*PublishResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PublishResponse) GetCursor() uint64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
 type CallsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id is chosen by the host, unique among the calls in flight on the stream.
@@ -957,7 +1084,7 @@ type CallsRequest struct {
 
 func (x *CallsRequest) Reset() {
 	*x = CallsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1096,7 @@ func (x *CallsRequest) String() string {
 func (*CallsRequest) ProtoMessage() {}
 
 func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1109,7 @@ func (x *CallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
 func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CallsRequest) GetId() uint64 {
@@ -1065,7 +1192,7 @@ type CancelCall struct {
 
 func (x *CancelCall) Reset() {
 	*x = CancelCall{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1204,7 @@ func (x *CancelCall) String() string {
 func (*CancelCall) ProtoMessage() {}
 
 func (x *CancelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1217,7 @@ func (x *CancelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
 func (*CancelCall) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 type CallsResponse struct {
@@ -1108,7 +1235,7 @@ type CallsResponse struct {
 
 func (x *CallsResponse) Reset() {
 	*x = CallsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1247,7 @@ func (x *CallsResponse) String() string {
 func (*CallsResponse) ProtoMessage() {}
 
 func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1260,7 @@ func (x *CallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
 func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CallsResponse) GetId() uint64 {
@@ -1211,7 +1338,7 @@ type CallFailure struct {
 
 func (x *CallFailure) Reset() {
 	*x = CallFailure{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1350,7 @@ func (x *CallFailure) String() string {
 func (*CallFailure) ProtoMessage() {}
 
 func (x *CallFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1363,7 @@ func (x *CallFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
 func (*CallFailure) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CallFailure) GetCode() uint32 {
@@ -1320,7 +1447,15 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\rowner_user_id\x18\x01 \x01(\tR\vownerUserId\x12+\n" +
 	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"\r\n" +
 	"\vPingRequest\"\x0e\n" +
-	"\fPingResponse\"\x83\x02\n" +
+	"\fPingResponse\"y\n" +
+	"\x0ePublishRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06entity\x18\x02 \x01(\tR\x06entity\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x17\n" +
+	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\")\n" +
+	"\x0fPublishResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\x04R\x06cursor\"\x83\x02\n" +
 	"\fCallsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x123\n" +
 	"\x06invoke\x18\x02 \x01(\v2\x19.capgate.v1.InvokeRequestH\x00R\x06invoke\x12F\n" +
@@ -1348,9 +1483,10 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12?\n" +
 	"\x06Invoke\x12\x19.capgate.v1.InvokeRequest\x1a\x1a.capgate.v1.InvokeResponse\x12Q\n" +
 	"\fResolveOwner\x12\x1f.capgate.v1.ResolveOwnerRequest\x1a .capgate.v1.ResolveOwnerResponse\x12@\n" +
-	"\x05Calls\x12\x18.capgate.v1.CallsRequest\x1a\x19.capgate.v1.CallsResponse(\x010\x012H\n" +
+	"\x05Calls\x12\x18.capgate.v1.CallsRequest\x1a\x19.capgate.v1.CallsResponse(\x010\x012\x8c\x01\n" +
 	"\vHostService\x129\n" +
-	"\x04Ping\x12\x17.capgate.v1.PingRequest\x1a\x18.capgate.v1.PingResponseB7Z5github.com/capgate/capgate/proto/capgate/v1;capgatev1b\x06proto3"
+	"\x04Ping\x12\x17.capgate.v1.PingRequest\x1a\x18.capgate.v1.PingResponse\x12B\n" +
+	"\aPublish\x12\x1a.capgate.v1.PublishRequest\x1a\x1b.capgate.v1.PublishResponseB7Z5github.com/capgate/capgate/proto/capgate/v1;capgatev1b\x06proto3"
 
 var (
 	file_capgate_v1_plugin_proto_rawDescOnce sync.Once
@@ -1365,7 +1501,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                    // 0: capgate.v1.Kind
 	(ToolError_Code)(0),          // 1: capgate.v1.ToolError.Code
@@ -1383,10 +1519,12 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*ResolveOwnerResponse)(nil), // 13: capgate.v1.ResolveOwnerResponse
 	(*PingRequest)(nil),          // 14: capgate.v1.PingRequest
 	(*PingResponse)(nil),         // 15: capgate.v1.PingResponse
-	(*CallsRequest)(nil),         // 16: capgate.v1.CallsRequest
-	(*CancelCall)(nil),           // 17: capgate.v1.CancelCall
-	(*CallsResponse)(nil),        // 18: capgate.v1.CallsResponse
-	(*CallFailure)(nil),          // 19: capgate.v1.CallFailure
+	(*PublishRequest)(nil),       // 16: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),      // 17: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),         // 18: capgate.v1.CallsRequest
+	(*CancelCall)(nil),           // 19: capgate.v1.CancelCall
+	(*CallsResponse)(nil),        // 20: capgate.v1.CallsResponse
+	(*CallFailure)(nil),          // 21: capgate.v1.CallFailure
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	7,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
@@ -1398,24 +1536,26 @@ var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	11, // 6: capgate.v1.ResolveOwnerResponse.error:type_name -> capgate.v1.ToolError
 	9,  // 7: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
 	12, // 8: capgate.v1.CallsRequest.resolve_owner:type_name -> capgate.v1.ResolveOwnerRequest
-	17, // 9: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	19, // 9: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
 	10, // 10: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
 	13, // 11: capgate.v1.CallsResponse.resolve_owner:type_name -> capgate.v1.ResolveOwnerResponse
-	19, // 12: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	21, // 12: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
 	2,  // 13: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
 	4,  // 14: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
 	9,  // 15: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
 	12, // 16: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
-	16, // 17: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	18, // 17: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
 	14, // 18: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	3,  // 19: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	5,  // 20: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	10, // 21: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
-	13, // 22: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
-	18, // 23: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	15, // 24: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
+	16, // 19: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	3,  // 20: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	5,  // 21: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	10, // 22: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
+	13, // 23: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
+	20, // 24: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	15, // 25: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	17, // 26: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	20, // [20:27] is the sub-list for method output_type
+	13, // [13:20] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1426,12 +1566,12 @@ func file_capgate_v1_plugin_proto_init() {
 	if File_capgate_v1_plugin_proto != nil {
 		return
 	}
-	file_capgate_v1_plugin_proto_msgTypes[14].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[16].OneofWrappers = []any{
 		(*CallsRequest_Invoke)(nil),
 		(*CallsRequest_ResolveOwner)(nil),
 		(*CallsRequest_Cancel)(nil),
 	}
-	file_capgate_v1_plugin_proto_msgTypes[16].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[18].OneofWrappers = []any{
 		(*CallsResponse_Invoke)(nil),
 		(*CallsResponse_ResolveOwner)(nil),
 		(*CallsResponse_Failure)(nil),
@@ -1442,7 +1582,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

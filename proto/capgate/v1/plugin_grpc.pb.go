@@ -304,7 +304,8 @@ var PluginService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	HostService_Ping_FullMethodName = "/capgate.v1.HostService/Ping"
+	HostService_Ping_FullMethodName    = "/capgate.v1.HostService/Ping"
+	HostService_Publish_FullMethodName = "/capgate.v1.HostService/Publish"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -320,6 +321,10 @@ const (
 type HostServiceClient interface {
 	// Ping lets a plugin check the back channel; it carries no data.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// Publish puts an event on the host's event bus. The host validates it; an
+	// invalid event is refused with INVALID_ARGUMENT and the reason, a bus
+	// that cannot take it with UNAVAILABLE.
+	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
 }
 
 type hostServiceClient struct {
@@ -340,6 +345,16 @@ func (c *hostServiceClient) Ping(ctx context.Context, in *PingRequest, opts ...g
 	return out, nil
 }
 
+func (c *hostServiceClient) Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PublishResponse)
+	err := c.cc.Invoke(ctx, HostService_Publish_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -353,6 +368,10 @@ func (c *hostServiceClient) Ping(ctx context.Context, in *PingRequest, opts ...g
 type HostServiceServer interface {
 	// Ping lets a plugin check the back channel; it carries no data.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// Publish puts an event on the host's event bus. The host validates it; an
+	// invalid event is refused with INVALID_ARGUMENT and the reason, a bus
+	// that cannot take it with UNAVAILABLE.
+	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -365,6 +384,9 @@ type UnimplementedHostServiceServer struct{}
 
 func (UnimplementedHostServiceServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedHostServiceServer) Publish(context.Context, *PublishRequest) (*PublishResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Publish not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -405,6 +427,24 @@ func _HostService_Ping_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_Publish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PublishRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).Publish(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_Publish_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).Publish(ctx, req.(*PublishRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -415,6 +455,10 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _HostService_Ping_Handler,
+		},
+		{
+			MethodName: "Publish",
+			Handler:    _HostService_Publish_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -88,6 +88,7 @@ func Register(p *sdk.Plugin, opts ...Option) {
 			return fmt.Errorf("booking: %w", err)
 		}
 		s := NewService(st, o.now, env.Logger)
+		s.SetPublisher(env.Publish)
 		if cfg.Seed != "" {
 			if _, err := s.Seed(ctx, cfg.Seed); err != nil {
 				st.Close()

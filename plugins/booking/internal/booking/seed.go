@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/plugins/booking/internal/store"
+	"github.com/capgate/capgate/sdk"
 )
 
 // SeedDemo is the name of the demo seed, as the config's seed key spells it.
@@ -83,6 +84,12 @@ func (s *Service) Seed(ctx context.Context, name string) (bool, error) {
 	}
 	if applied {
 		s.log.Info("seeded the booking database", "seed", name, "resources", len(demoResources))
+		for _, r := range demoResources {
+			s.publish(ctx, sdk.Event{
+				Type: "catalogue.upsert", Entity: EntityResource, ID: r.ID,
+				Data: map[string]any{"name": r.Name, "kind": r.Kind, "location": r.Location},
+			})
+		}
 	} else {
 		s.log.Debug("seed not applied: it was applied before or the database holds resources", "seed", name)
 	}

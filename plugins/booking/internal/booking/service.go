@@ -27,6 +27,41 @@ type Service struct {
 	now   func() time.Time
 	log   *slog.Logger
 	newID func() string
+	pub   Publisher
+}
+
+// Publisher puts an event on the host's bus; sdk.Env.Publish is one.
+type Publisher func(context.Context, sdk.Event) (uint64, error)
+
+// SetPublisher makes the service publish booking.created,
+// booking.cancelled and catalogue.upsert events through pub. Without one
+// it publishes nothing.
+func (s *Service) SetPublisher(pub Publisher) { s.pub = pub }
+
+// publish sends ev after the change it reports is committed. A failure is
+// logged and swallowed on purpose: the booking is already stored, and
+// failing the call would make the agent retry a change that happened.
+func (s *Service) publish(ctx context.Context, ev sdk.Event) {
+	if s.pub == nil {
+		return
+	}
+	if _, err := s.pub(ctx, ev); err != nil {
+		s.log.Warn("publishing an event failed; the change itself is stored", "type", ev.Type, "entity", ev.Entity, "id", ev.ID, "err", err)
+	}
+}
+
+// bookingData is the data of booking.created and booking.cancelled.
+type bookingData struct {
+	ResourceID string `json:"resource_id"`
+	Start      string `json:"start"`
+	End        string `json:"end"`
+}
+
+func bookingEvent(typ string, b store.Booking) sdk.Event {
+	return sdk.Event{
+		Type: typ, Entity: "booking", ID: b.ID, UserID: b.UserID,
+		Data: bookingData{ResourceID: b.ResourceID, Start: wireTime(b.Start), End: wireTime(b.End)},
+	}
 }
 
 // NewService returns a service over st. now is its clock (time.Now in
@@ -259,6 +294,7 @@ func (s *Service) Create(ctx context.Context, call sdk.Call, in CreateIn) (Booki
 		return Booking{}, fmt.Errorf("book %s at %s for %s: %w", r.ID, wireTime(start), user, err)
 	}
 	s.log.Info("booking created", "booking", b.ID, "resource", r.ID, "start", wireTime(start), "user", user, "call_id", call.ID)
+	s.publish(ctx, bookingEvent("booking.created", b))
 	return toWire(b), nil
 }
 
@@ -293,6 +329,7 @@ func (s *Service) Cancel(ctx context.Context, call sdk.Call, in IDIn) (CancelOut
 	}
 	if cancelled {
 		s.log.Info("booking cancelled", "booking", b.ID, "resource", b.ResourceID, "start", wireTime(b.Start), "by", call.Principal.UserID, "call_id", call.ID)
+		s.publish(ctx, bookingEvent("booking.cancelled", b))
 	}
 	return cancelOut(b, cancelled), nil
 }
