@@ -15,6 +15,7 @@ import (
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
+	"github.com/capgate/capgate/host/internal/eventspack"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/host/internal/registry"
 	"github.com/capgate/capgate/host/internal/server"
@@ -62,6 +63,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}()
 	specs := make([]pluginhost.Spec, len(cfg.Plugins))
 	for i, p := range cfg.Plugins {
+		if p.Name == eventspack.ProviderName {
+			return nil, fmt.Errorf("plugins[%d].name: %q is reserved for the host's own capabilities; name the plugin differently", i, p.Name)
+		}
 		raw, err := p.ConfigJSON()
 		if err != nil {
 			return nil, fmt.Errorf("plugins[%d].config: %w", i, err)
@@ -93,13 +97,27 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err := plugins.Register(reg); err != nil {
 		return nil, err
 	}
+	providers := plugins.Providers()
+	pack, err := eventspack.New(bus, cfg.MaxResults)
+	if err != nil {
+		return nil, fmt.Errorf("max_results: %w", err)
+	}
+	poll, err := pack.Capability()
+	if err == nil {
+		err = reg.Add(poll)
+	}
+	if err != nil {
+		// A plugin declaring events.poll itself lands here.
+		return nil, fmt.Errorf("events pack: %w", err)
+	}
+	providers[eventspack.ProviderName] = pack
 	// Before anything serves: a plugin providing a blocked entity type
 	// (personal or financial data) stops start-up here.
 	cat := catalogue.New(cfg.Search.BlockedEntities)
 	if err := plugins.RegisterEntities(cat); err != nil {
 		return nil, err
 	}
-	gate, err := dispatch.New(reg, cfg.Policy(), plugins.Providers())
+	gate, err := dispatch.New(reg, cfg.Policy(), providers)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,13 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -120,4 +124,142 @@ func listen(t *testing.T) net.Listener {
 		t.Fatal(err)
 	}
 	return ln
+}
+
+// mcpTool calls a tool over the served MCP endpoint and returns its
+// structured result, or the text of a tool error or JSON-RPC error.
+func mcpTool(t *testing.T, addr, token, name string, args any) (map[string]any, string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{"name": name, "arguments": args}})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/mcp", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rpc struct {
+		Result struct {
+			IsError           bool           `json:"isError"`
+			StructuredContent map[string]any `json:"structuredContent"`
+			Content           []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &rpc); err != nil {
+		t.Fatalf("%s: %d %s", name, resp.StatusCode, raw)
+	}
+	switch {
+	case rpc.Error != nil:
+		return nil, rpc.Error.Message
+	case rpc.Result.IsError:
+		return nil, rpc.Result.Content[0].Text
+	}
+	return rpc.Result.StructuredContent, ""
+}
+
+// pollEvents returns "type/id" of each event token sees after cursor after.
+func pollEvents(t *testing.T, addr, token string, after float64) ([]string, float64) {
+	t.Helper()
+	out, msg := mcpTool(t, addr, token, "events.poll", map[string]any{"after": after, "limit": 20})
+	if msg != "" {
+		t.Fatalf("events.poll as %s: %s", token, msg)
+	}
+	var got []string
+	for _, e := range out["events"].([]any) {
+		ev := e.(map[string]any)
+		got = append(got, fmt.Sprintf("%s/%s/%s", ev["type"], ev["id"], ev["user_id"]))
+	}
+	return got, out["next"].(float64)
+}
+
+// TestEventsPollThroughTheGate books and cancels through MCP, then reads
+// the events back: the owner and an admin see them, a stranger and an
+// unbound token do not, and everyone sees the catalogue.
+func TestEventsPollThroughTheGate(t *testing.T) {
+	for _, bus := range []string{"in-process", "nats"} {
+		t.Run(bus, func(t *testing.T) {
+			cfg := bookingConfig(t, "", "")
+			if bus == "nats" {
+				url := eventstest.NATSURL(t)
+				cfg = bookingConfig(t, url, uniqueStream(t, url))
+			}
+			a, err := app.New(context.Background(), cfg, quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln := listen(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Serve(ctx, ln) }()
+			defer func() { cancel(); <-done }()
+			addr := ln.Addr().String()
+
+			_, start := pollEvents(t, addr, "test-alice-1", 0)
+			if start != 7 {
+				t.Fatalf("after the seed, next = %v; want 7 (the catalogue.upsert events)", start)
+			}
+			slot := time.Now().UTC().Truncate(24 * time.Hour).Add(24*time.Hour + 11*time.Hour + 30*time.Minute).Format(time.RFC3339)
+			created, msg := mcpTool(t, addr, "test-alice-1", "booking.create", map[string]any{"resource_id": "room-borealis", "start": slot})
+			if msg != "" {
+				t.Fatalf("booking.create: %s", msg)
+			}
+			id := created["id"].(string)
+			if _, msg := mcpTool(t, addr, "test-alice-1", "booking.cancel", map[string]any{"id": id}); msg != "" {
+				t.Fatalf("booking.cancel: %s", msg)
+			}
+			want := []string{"booking.created/" + id + "/alice", "booking.cancelled/" + id + "/alice"}
+			for _, tok := range []string{"test-alice-1", "test-admin-1"} {
+				if got, next := pollEvents(t, addr, tok, start); fmt.Sprint(got) != fmt.Sprint(want) || next != start+2 {
+					t.Errorf("%s polls %v next %v; want %v next %v", tok, got, next, want, start+2)
+				}
+			}
+			for _, tok := range []string{"test-bob-123", "test-guest-1"} {
+				// next moves past what they may not see, so they do not read it again.
+				if got, next := pollEvents(t, addr, tok, start); len(got) != 0 || next != start+2 {
+					t.Errorf("%s polls %v next %v; want nothing, next %v", tok, got, next, start+2)
+				}
+				if got, _ := pollEvents(t, addr, tok, 0); len(got) != 7 || !strings.HasPrefix(got[0], "catalogue.upsert/") {
+					t.Errorf("%s sees %v from the start; want the 7 catalogue events", tok, got)
+				}
+			}
+		})
+	}
+}
+
+// TestEventsPackIsGated: with the pack off the tool does not exist; a role
+// without events.read is refused at the permission step.
+func TestEventsPackIsGated(t *testing.T) {
+	cfg := bookingConfig(t, "", "")
+	cfg.Roles["customer"] = []string{"booking.read"}
+	cfg.Packs["events"] = true
+	a, err := app.New(context.Background(), cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	if _, msg := mcpTool(t, ln.Addr().String(), "test-alice-1", "events.poll", map[string]any{}); !strings.Contains(msg, `does not hold permission "events.read"`) {
+		t.Errorf("without events.read: %q", msg)
+	}
+}
+
+func TestPluginNamedCapgateIsRefused(t *testing.T) {
+	cfg := bookingConfig(t, "", "")
+	cfg.Plugins[0].Name = "capgate"
+	if _, err := app.New(context.Background(), cfg, quiet()); err == nil || !strings.Contains(err.Error(), `plugins[0].name: "capgate" is reserved`) {
+		t.Fatalf("err = %v", err)
+	}
 }
