@@ -1,0 +1,91 @@
+package index
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkSearch builds a 100 000-document catalogue index once and measures
+// queries against it. Run it with a short -benchtime, e.g.
+//
+//	go test -run '^$' -bench BenchmarkSearch -benchtime 2000x ./plugins/search/internal/index
+func BenchmarkSearch(b *testing.B) {
+	if testing.Short() {
+		b.Skip("building the 100 000-document index takes a while; not in -short")
+	}
+	const n = 100_000
+	ctx := context.Background()
+	dir := filepath.Join(b.TempDir(), "idx")
+	x, err := Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	docs := generate(n, 42)
+	start := time.Now()
+	if err := x.Upsert(ctx, docs...); err != nil {
+		b.Fatal(err)
+	}
+	build := time.Since(start)
+	if c, err := x.Count(); err != nil || c != n {
+		b.Fatalf("Count = %d, %v; want %d", c, err, n)
+	}
+	size := dirSize(b, dir)
+	b.Logf("built %d documents in %s (%.0f docs/s), index size %.1f MB", n, build.Round(time.Millisecond), float64(n)/build.Seconds(), float64(size)/1e6)
+
+	groups := []struct {
+		name    string
+		queries []string
+	}{
+		{"match", []string{"whiteboard", "quiet room", "tennis court", "yoga beginners", "premium annual", "floodlights"}},
+		{"typo", []string{"whitebord", "floodlihgts", "pilatse"}},
+		{"prefix", []string{"white", "flood", "pil"}},
+		{"phrase", []string{`"natural light"`, `"guest passes"`}},
+	}
+	for _, g := range groups {
+		b.Run(g.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				t0 := time.Now()
+				hits, err := x.Search(ctx, Query{Text: g.queries[i%len(g.queries)]})
+				lat = append(lat, time.Since(t0))
+				if err != nil || len(hits) == 0 {
+					b.Fatalf("Search(%q) = %d hits, %v", g.queries[i%len(g.queries)], len(hits), err)
+				}
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			b.ReportMetric(build.Seconds(), "build-s")
+			b.ReportMetric(float64(size)/1e6, "index-MB")
+		})
+	}
+}
+
+func dirSize(b *testing.B, dir string) int64 {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			total += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatalf("size of %s: %v", dir, err)
+	}
+	return total
+}
