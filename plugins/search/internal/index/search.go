@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -88,8 +89,8 @@ func init() {
 
 var phraseRE = regexp.MustCompile(`"([^"]*)"`)
 
-// Search runs q and returns hits ranked by score, best first (ties by
-// entity/id). A query whose words are all stop words finds nothing.
+// Search runs q and returns hits ranked by score, best first (ties among the
+// returned hits by entity, then id). A query whose words are all stop words finds nothing.
 func (x *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	bq, err := x.buildQuery(q)
 	if err != nil {
@@ -104,36 +105,80 @@ func (x *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	}
 	req := bleve.NewSearchRequestOptions(bq, limit, 0, false)
 	req.Fields = []string{fieldEntity, fieldID, fieldTitle, fieldBody}
-	req.Highlight = bleve.NewHighlightWithStyle(plainHighlighter)
-	req.Highlight.AddField(fieldBody)
-	req.Highlight.AddField(fieldExtra)
-	req.SortBy([]string{"-_score", "_id"})
 	res, err := x.bi.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
 	hits := make([]Hit, 0, len(res.Hits))
+	docIDs := make([]string, 0, len(res.Hits))
+	bodies := make(map[string]string, len(res.Hits))
 	for _, h := range res.Hits {
 		entity, id, _ := strings.Cut(h.ID, "/")
-		hit := Hit{
+		hits = append(hits, Hit{
 			Entity: stringField(h.Fields, fieldEntity, entity),
 			ID:     stringField(h.Fields, fieldID, id),
 			Title:  stringField(h.Fields, fieldTitle, ""),
 			Score:  h.Score,
+		})
+		docIDs = append(docIDs, h.ID)
+		bodies[h.ID] = stringField(h.Fields, fieldBody, "")
+	}
+	snippets, err := x.snippets(ctx, bq, docIDs)
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", q.Text, err)
+	}
+	for i := range hits {
+		id := docIDs[i]
+		if s, ok := snippets[id]; ok {
+			hits[i].Snippet = s
+		} else {
+			hits[i].Snippet = leading(bodies[id], snippetLen)
 		}
-		switch {
+	}
+	// Equal scores come back in index order; order them by id so that the
+	// result does not depend on segment layout.
+	sort.SliceStable(hits, func(i, j int) bool {
+		if hits[i].Score != hits[j].Score {
+			return hits[i].Score > hits[j].Score
+		}
+		if hits[i].Entity != hits[j].Entity {
+			return hits[i].Entity < hits[j].Entity
+		}
+		return hits[i].ID < hits[j].ID
+	})
+	return hits, nil
+}
+
+// snippets highlights the documents docIDs for bq and returns, per document
+// id, the best fragment of the body or else of the extra fields, where the
+// query matched. Highlighting needs term locations, which are costly to
+// gather for every match of a broad query, so it runs as a second search
+// restricted to the hits already chosen.
+func (x *Index) snippets(ctx context.Context, bq query.Query, docIDs []string) (map[string]string, error) {
+	out := make(map[string]string, len(docIDs))
+	if len(docIDs) == 0 {
+		return out, nil
+	}
+	hq := bleve.NewConjunctionQuery(bleve.NewDocIDQuery(docIDs), bq)
+	req := bleve.NewSearchRequestOptions(hq, len(docIDs), 0, false)
+	req.Highlight = bleve.NewHighlightWithStyle(plainHighlighter)
+	req.Highlight.AddField(fieldBody)
+	req.Highlight.AddField(fieldExtra)
+	res, err := x.bi.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("highlight: %w", err)
+	}
+	for _, h := range res.Hits {
 		// The highlighter returns a fragment even for a field without a
 		// match; only a field with match locations gives a real snippet.
-		case len(h.Locations[fieldBody]) > 0 && len(h.Fragments[fieldBody]) > 0:
-			hit.Snippet = h.Fragments[fieldBody][0]
-		case len(h.Locations[fieldExtra]) > 0 && len(h.Fragments[fieldExtra]) > 0:
-			hit.Snippet = h.Fragments[fieldExtra][0]
-		default:
-			hit.Snippet = leading(stringField(h.Fields, fieldBody, ""), snippetLen)
+		for _, f := range []string{fieldBody, fieldExtra} {
+			if len(h.Locations[f]) > 0 && len(h.Fragments[f]) > 0 {
+				out[h.ID] = h.Fragments[f][0]
+				break
+			}
 		}
-		hits = append(hits, hit)
 	}
-	return hits, nil
+	return out, nil
 }
 
 func stringField(fields map[string]interface{}, name, fallback string) string {
