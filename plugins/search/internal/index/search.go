@@ -18,6 +18,7 @@ import (
 	simplefrag "github.com/blevesearch/bleve/v2/search/highlight/fragmenter/simple"
 	simplehl "github.com/blevesearch/bleve/v2/search/highlight/highlighter/simple"
 	"github.com/blevesearch/bleve/v2/search/query"
+	bindex "github.com/blevesearch/bleve_index_api"
 )
 
 // DefaultLimit is the number of hits returned when [Query.Limit] is zero or
@@ -231,11 +232,11 @@ func (x *Index) buildQuery(q Query) (query.Query, error) {
 	}
 	words := terms(an, rest)
 	if len(words) > 0 {
-		var should []query.Query
-		for i, w := range words {
-			should = append(should, wordQuery(w, i == len(words)-1))
+		wq, err := x.wordsQuery(words)
+		if err != nil {
+			return nil, err
 		}
-		must = append(must, bleve.NewDisjunctionQuery(should...))
+		must = append(must, wq)
 	}
 	if len(must) == 0 {
 		return nil, nil
@@ -248,6 +249,32 @@ func (x *Index) buildQuery(q Query) (query.Query, error) {
 		bq.AddFilter(f)
 	}
 	return bq, nil
+}
+
+// wordsQuery matches any of the analyzed words, the last also as a prefix.
+func (x *Index) wordsQuery(words []string) (_ query.Query, err error) {
+	adv, err := x.bi.Advanced()
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("search: open reader: %w", err)
+	}
+	defer func() {
+		if cerr := r.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("search: close reader: %w", cerr)
+		}
+	}()
+	should := make([]query.Query, 0, len(words))
+	for i, w := range words {
+		wq, err := wordQuery(r, w, i == len(words)-1)
+		if err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		should = append(should, wq)
+	}
+	return bleve.NewDisjunctionQuery(should...), nil
 }
 
 // terms analyzes s as the index does: lower-cased words, stop words removed.
@@ -280,29 +307,95 @@ func phraseQuery(p string) query.Query {
 	return bleve.NewDisjunctionQuery(qs...)
 }
 
+// maxExpansions bounds how many indexed terms one fuzzy or prefix word
+// expands to per field (the most frequent are kept), and maxScan how many
+// dictionary entries are read to find them.
+const (
+	maxExpansions = 32
+	maxScan       = 4096
+)
+
 // wordQuery matches one analyzed word in every text field: exactly, with one
-// typo when long enough, and as a prefix when it is the last word.
-func wordQuery(w string, last bool) query.Query {
+// typo when long enough, and as a prefix when it is the last word. Fuzzy and
+// prefix words are expanded against the term dictionary here rather than by
+// bleve's fuzzy and prefix queries, so that the exact word (which both would
+// include, and which for a common word has the longest postings list) is
+// scanned once, not three times.
+func wordQuery(r bindex.IndexReader, w string, last bool) (query.Query, error) {
 	n := utf8.RuneCountInString(w)
 	var qs []query.Query
-	for _, f := range fieldBoosts {
-		tq := bleve.NewTermQuery(w)
-		tq.SetField(f.field)
-		tq.SetBoost(f.boost * boostExact)
+	add := func(field, term string, boost float64) {
+		tq := bleve.NewTermQuery(term)
+		tq.SetField(field)
+		tq.SetBoost(boost)
 		qs = append(qs, tq)
+	}
+	for _, f := range fieldBoosts {
+		add(f.field, w, f.boost*boostExact)
+		seen := map[string]bool{w: true}
 		if n >= MinFuzzyLen {
-			fq := bleve.NewFuzzyQuery(w)
-			fq.SetField(f.field)
-			fq.SetFuzziness(1)
-			fq.SetBoost(f.boost * boostFuzzy)
-			qs = append(qs, fq)
+			fr, ok := r.(bindex.IndexReaderFuzzy)
+			if !ok {
+				return nil, errors.New("index reader cannot expand fuzzy terms")
+			}
+			d, err := fr.FieldDictFuzzy(f.field, w, 1, "")
+			if err != nil {
+				return nil, fmt.Errorf("expand %q with one typo in %s: %w", w, f.field, err)
+			}
+			terms, err := topTerms(d, seen)
+			if err != nil {
+				return nil, fmt.Errorf("expand %q with one typo in %s: %w", w, f.field, err)
+			}
+			for _, t := range terms {
+				add(f.field, t, f.boost*boostFuzzy)
+			}
 		}
 		if last && n >= minPrefixLen {
-			pq := bleve.NewPrefixQuery(w)
-			pq.SetField(f.field)
-			pq.SetBoost(f.boost * boostPrefix)
-			qs = append(qs, pq)
+			d, err := r.FieldDictPrefix(f.field, []byte(w))
+			if err != nil {
+				return nil, fmt.Errorf("expand prefix %q in %s: %w", w, f.field, err)
+			}
+			terms, err := topTerms(d, seen)
+			if err != nil {
+				return nil, fmt.Errorf("expand prefix %q in %s: %w", w, f.field, err)
+			}
+			for _, t := range terms {
+				add(f.field, t, f.boost*boostPrefix)
+			}
 		}
 	}
-	return bleve.NewDisjunctionQuery(qs...)
+	return bleve.NewDisjunctionQuery(qs...), nil
+}
+
+// topTerms reads up to maxScan entries of d, closes it, and returns the
+// maxExpansions most frequent terms not in seen, marking them seen.
+func topTerms(d bindex.FieldDict, seen map[string]bool) ([]string, error) {
+	var entries []bindex.DictEntry
+	var err error
+	for i := 0; i < maxScan; i++ {
+		var e *bindex.DictEntry
+		e, err = d.Next()
+		if err != nil || e == nil {
+			break
+		}
+		if !seen[e.Term] {
+			entries = append(entries, *e)
+		}
+	}
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Count > entries[j].Count })
+	if len(entries) > maxExpansions {
+		entries = entries[:maxExpansions]
+	}
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Term
+		seen[e.Term] = true
+	}
+	return out, nil
 }
