@@ -34,8 +34,14 @@ func BenchmarkSearch(b *testing.B) {
 	if c, err := x.Count(); err != nil || c != n {
 		b.Fatalf("Count = %d, %v; want %d", c, err, n)
 	}
+	// Let the background persister and merger settle so that they do not
+	// compete with the measured queries for the CPU.
+	settleStart := time.Now()
+	segments := settle(b, x)
+	settleTime := time.Since(settleStart)
 	size := dirSize(b, dir)
-	b.Logf("built %d documents in %s (%.0f docs/s), index size %.1f MB", n, build.Round(time.Millisecond), float64(n)/build.Seconds(), float64(size)/1e6)
+	b.Logf("built %d documents in %s (%.0f docs/s); merges settled %s later at %d segments; index size %.1f MB",
+		n, build.Round(time.Millisecond), float64(n)/build.Seconds(), settleTime.Round(time.Millisecond), segments, float64(size)/1e6)
 
 	groups := []struct {
 		name    string
@@ -45,6 +51,9 @@ func BenchmarkSearch(b *testing.B) {
 		{"typo", []string{"whitebord", "floodlihgts", "pilatse"}},
 		{"prefix", []string{"white", "flood", "pil"}},
 		{"phrase", []string{`"natural light"`, `"guest passes"`}},
+		// Title numbers occur in one document each: the cost of the engine
+		// when the words are selective, not the size of the result set.
+		{"selective", []string{"12345", "67890", "maple 40001"}},
 	}
 	for _, g := range groups {
 		b.Run(g.name, func(b *testing.B) {
@@ -67,6 +76,31 @@ func BenchmarkSearch(b *testing.B) {
 			b.ReportMetric(float64(size)/1e6, "index-MB")
 		})
 	}
+}
+
+// settle waits (at most a minute) until no segment is in memory and the
+// number of file segments has not changed for a second, and returns it.
+func settle(b *testing.B, x *Index) uint64 {
+	stat := func(key string) uint64 {
+		m, _ := x.bi.StatsMap()["index"].(map[string]interface{})
+		v, _ := m[key].(uint64)
+		return v
+	}
+	deadline := time.Now().Add(time.Minute)
+	last, since := stat("num_root_filesegments"), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		cur := stat("num_root_filesegments")
+		if cur != last || stat("num_root_memorysegments") != 0 {
+			last, since = cur, time.Now()
+			continue
+		}
+		if time.Since(since) >= time.Second {
+			return cur
+		}
+	}
+	b.Logf("index still merging after a minute (%d file segments)", last)
+	return last
 }
 
 func dirSize(b *testing.B, dir string) int64 {

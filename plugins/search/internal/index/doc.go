@@ -17,6 +17,10 @@
 //     swapped neighbours), scored below an exact match;
 //   - the last word also matches as a prefix ("conf" finds "conference"), so
 //     a query typed incrementally finds something at every keystroke;
+//   - typo and prefix words are expanded against the term dictionary (at most
+//     32 terms per word and field, the most frequent kept), and the exact
+//     word is not repeated among them, so a common word's postings are read
+//     once;
 //   - text in double quotes is a phrase that must occur in that order;
 //   - an optional entity filter restricts hits to one entity type.
 //

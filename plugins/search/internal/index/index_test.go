@@ -53,6 +53,7 @@ func TestSearchRelevance(t *testing.T) {
 		{name: "typo transposition", q: Query{Text: "aurroa"}, wantTop: aurora},
 		{name: "typo deletion", q: Query{Text: "arora"}, wantTop: aurora},
 		{name: "typo substitution", q: Query{Text: "zephir"}, wantTop: docZephyr.DocID()},
+		{name: "typo in first letter", q: Query{Text: "xurora"}, wantTop: aurora},
 		{name: "typo insertion", q: Query{Text: "kettlebelll"}, wantTop: docKettlebell.DocID()},
 		{name: "prefix", q: Query{Text: "auro"}, wantTop: aurora},
 		{name: "prefix of last word", q: Query{Text: "swing kettl"}, wantTop: docKettlebell.DocID()},
@@ -158,6 +159,20 @@ func TestSearchLimit(t *testing.T) {
 		}
 		if len(hits) != tc.want {
 			t.Errorf("limit %d: got %d hits, want %d", tc.limit, len(hits), tc.want)
+		}
+	}
+}
+
+func TestSearchBroadPrefix(t *testing.T) {
+	x := openFixture(t)
+	// "st" expands to many terms: capped, still answered, limit kept.
+	for _, text := range []string{"st", "quiet st"} {
+		hits, err := x.Search(context.Background(), Query{Text: text, Limit: 7})
+		if err != nil {
+			t.Fatalf("Search(%q): %v", text, err)
+		}
+		if len(hits) != 7 {
+			t.Errorf("Search(%q) = %d hits, want 7", text, len(hits))
 		}
 	}
 }
