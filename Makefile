@@ -10,7 +10,8 @@ GO       ?= go
 BIN      ?= bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
-PLUGINS  := $(notdir $(wildcard plugins/*))
+# Every plugins/<name> with a main package is a plugin binary.
+PLUGINS  := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 CONFIG   ?= config/capgate.yaml
 FUZZTIME ?= 15s
 # Extra flags for go test in `make test` (CI adds -json).
