@@ -600,6 +600,23 @@ func (l *loader) roles(n *yaml.Node) map[string][]string {
 // origins validates allowed_origins and normalizes each entry to the form
 // browsers send in the Origin header, so the server can compare exactly.
 func (l *loader) origins(path string, n *yaml.Node) []string {
+	return l.uniqueStrings(path, n, normalizeOrigin)
+}
+
+// blockedEntities validates search.blocked_entities: each entry is an entity
+// type name such as "customer" or "crm.contact".
+func (l *loader) blockedEntities(path string, n *yaml.Node) []string {
+	return l.uniqueStrings(path, n, func(s string) (string, error) {
+		if !catalogue.ValidName(s) {
+			return "", fmt.Errorf(`must be an entity type name such as "customer" or "crm.contact" (lower-case dotted, [a-z][a-z0-9_]* each), got %q`, s)
+		}
+		return s, nil
+	})
+}
+
+// uniqueStrings reads a list of strings, passing each through check (which
+// returns the value to keep, or why the entry is wrong); repeats are dropped.
+func (l *loader) uniqueStrings(path string, n *yaml.Node, check func(string) (string, error)) []string {
 	items, _ := l.sequence(path, n)
 	var out []string
 	for i, item := range items {
@@ -608,35 +625,13 @@ func (l *loader) origins(path string, n *yaml.Node) []string {
 		if !ok {
 			continue
 		}
-		o, err := normalizeOrigin(s)
+		v, err := check(s)
 		if err != nil {
 			l.addf(p, item.Line, "%v", err)
 			continue
 		}
-		if !slices.Contains(out, o) {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// blockedEntities validates search.blocked_entities: each entry is an entity
-// type name such as "customer" or "crm.contact". Repeats are dropped.
-func (l *loader) blockedEntities(path string, n *yaml.Node) []string {
-	items, _ := l.sequence(path, n)
-	var out []string
-	for i, item := range items {
-		p := index(path, i)
-		s, ok := l.str(p, item)
-		if !ok {
-			continue
-		}
-		if !catalogue.ValidName(s) {
-			l.addf(p, item.Line, `must be an entity type name such as "customer" or "crm.contact" (lower-case dotted, [a-z][a-z0-9_]* each), got %q`, s)
-			continue
-		}
-		if !slices.Contains(out, s) {
-			out = append(out, s)
+		if !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	return out
