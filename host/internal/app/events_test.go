@@ -68,20 +68,28 @@ func uniqueStream(t *testing.T, url string) string {
 	return stream
 }
 
+// newBookingApp assembles a host with the booking plugin on the named bus:
+// "in-process", or "nats" on a stream of its own.
+func newBookingApp(t *testing.T, bus string) *app.App {
+	t.Helper()
+	cfg := bookingConfig(t, "", "")
+	if bus == "nats" {
+		url := eventstest.NATSURL(t)
+		cfg = bookingConfig(t, url, uniqueStream(t, url))
+	}
+	a, err := app.New(context.Background(), cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // TestPluginsPublishOnTheBus: the booking plugin's seed events, published
 // over the host service while it is configured, are on the host's bus.
 func TestPluginsPublishOnTheBus(t *testing.T) {
 	for _, bus := range []string{"in-process", "nats"} {
 		t.Run(bus, func(t *testing.T) {
-			cfg := bookingConfig(t, "", "")
-			if bus == "nats" {
-				url := eventstest.NATSURL(t)
-				cfg = bookingConfig(t, url, uniqueStream(t, url))
-			}
-			a, err := app.New(context.Background(), cfg, quiet())
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := newBookingApp(t, bus)
 			defer a.Serve(canceled(), listen(t)) // stops at once, closing everything
 			evs, _, err := a.Bus().Since(context.Background(), 0, 100)
 			if err != nil {
@@ -188,15 +196,7 @@ func pollEvents(t *testing.T, addr, token string, after float64) ([]string, floa
 func TestEventsPollThroughTheGate(t *testing.T) {
 	for _, bus := range []string{"in-process", "nats"} {
 		t.Run(bus, func(t *testing.T) {
-			cfg := bookingConfig(t, "", "")
-			if bus == "nats" {
-				url := eventstest.NATSURL(t)
-				cfg = bookingConfig(t, url, uniqueStream(t, url))
-			}
-			a, err := app.New(context.Background(), cfg, quiet())
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := newBookingApp(t, bus)
 			ln := listen(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
