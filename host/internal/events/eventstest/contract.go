@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -135,18 +136,6 @@ func cursorsOf(evs []events.Event) []uint64 {
 	return out
 }
 
-func equalCursors(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func subscribe(t *testing.T, bus events.Bus, name string, after uint64, h events.Handler) events.Subscription {
 	t.Helper()
 	sub, err := bus.Subscribe(ctx(t), name, after, h)
@@ -177,7 +166,7 @@ func testOrder(t *testing.T, h Harness) {
 	before := time.Now().Add(-time.Second)
 	want := publishN(t, bus, 0, 25)
 	got := rec.waitFor(t, 25)
-	if !equalCursors(cursorsOf(got), want) {
+	if !slices.Equal(cursorsOf(got), want) {
 		t.Fatalf("delivered %v, want %v", cursorsOf(got), want)
 	}
 	first := got[0]
@@ -210,7 +199,7 @@ func testStartAfter(t *testing.T, h Harness) {
 	more := publishN(t, bus, 10, 2)
 	want := append(append([]uint64(nil), cursors[6:]...), more...)
 	got := rec.waitFor(t, len(want))
-	if !equalCursors(cursorsOf(got), want) {
+	if !slices.Equal(cursorsOf(got), want) {
 		t.Fatalf("delivered %v, want %v", cursorsOf(got), want)
 	}
 }
@@ -245,7 +234,7 @@ func testSince(t *testing.T, h Harness) {
 			if oldest != cursors[0] {
 				t.Errorf("oldest = %d, want %d", oldest, cursors[0])
 			}
-			if !equalCursors(cursorsOf(evs), tc.want) {
+			if !slices.Equal(cursorsOf(evs), tc.want) {
 				t.Errorf("cursors = %v, want %v", cursorsOf(evs), tc.want)
 			}
 			for i, e := range evs {
@@ -311,13 +300,13 @@ func testRetention(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if oldest != cursors[k] || !equalCursors(cursorsOf(evs), cursors[k:]) {
+	if oldest != cursors[k] || !slices.Equal(cursorsOf(evs), cursors[k:]) {
 		t.Fatalf("retained %v (oldest %d), want the last %d: %v", cursorsOf(evs), oldest, n, cursors[k:])
 	}
 	// A new subscriber from the start gets what is retained, in order.
 	rec := newRecorder()
 	subscribe(t, bus, "from-start", 0, rec.handle)
-	if got := rec.waitFor(t, n); !equalCursors(cursorsOf(got), cursors[k:]) {
+	if got := rec.waitFor(t, n); !slices.Equal(cursorsOf(got), cursors[k:]) {
 		t.Fatalf("delivered %v, want %v", cursorsOf(got), cursors[k:])
 	}
 }
@@ -338,14 +327,14 @@ func testIndependent(t *testing.T, h Harness) {
 	subscribe(t, bus, "fast", 0, fast.handle)
 	subscribe(t, bus, "slow", 0, slowHandler)
 	want := publishN(t, bus, 0, 5)
-	if got := fast.waitFor(t, 5); !equalCursors(cursorsOf(got), want) {
+	if got := fast.waitFor(t, 5); !slices.Equal(cursorsOf(got), want) {
 		t.Fatalf("fast got %v while slow was failing, want %v", cursorsOf(got), want)
 	}
 	if got := slow.events(); len(got) != 0 {
 		t.Fatalf("slow got %v while failing", cursorsOf(got))
 	}
 	failing.Unlock()
-	if got := slow.waitFor(t, 5); !equalCursors(cursorsOf(got), want) {
+	if got := slow.waitFor(t, 5); !slices.Equal(cursorsOf(got), want) {
 		t.Fatalf("slow got %v, want %v", cursorsOf(got), want)
 	}
 }
@@ -371,13 +360,13 @@ func testRedeliver(t *testing.T, h Harness) {
 	}
 	subscribe(t, bus, "flaky", 0, handler)
 	cursors := publishN(t, bus, 0, 4)
-	if got := rec.waitFor(t, 4); !equalCursors(cursorsOf(got), cursors) {
+	if got := rec.waitFor(t, 4); !slices.Equal(cursorsOf(got), cursors) {
 		t.Fatalf("delivered %v, want %v", cursorsOf(got), cursors)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	want := []uint64{cursors[0], cursors[1], cursors[1], cursors[1], cursors[1], cursors[2], cursors[3]}
-	if !equalCursors(attempts, want) {
+	if !slices.Equal(attempts, want) {
 		t.Fatalf("handler saw %v, want %v (the failed event again, nothing skipped or reordered)", attempts, want)
 	}
 }
@@ -589,7 +578,7 @@ func testResume(t *testing.T, h Harness) {
 	more := publishN(t, bus, 3, 2)
 	second := newRecorder()
 	subscribe(t, bus, "indexer", after, second.handle)
-	if got := second.waitFor(t, 2); !equalCursors(cursorsOf(got), more) {
+	if got := second.waitFor(t, 2); !slices.Equal(cursorsOf(got), more) {
 		t.Fatalf("resumed with %v, want exactly %v (before: %v)", cursorsOf(got), more, cursors)
 	}
 	time.Sleep(200 * time.Millisecond)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -100,18 +101,6 @@ func ids(bs []store.Booking) []string {
 		out[i] = b.ID
 	}
 	return out
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func sameBooking(a, b store.Booking) bool {
@@ -475,7 +464,7 @@ func testListBookings(t *testing.T, s store.Store) {
 			if err != nil {
 				t.Fatalf("ListBookings: %v", err)
 			}
-			if !equalStrings(ids(got), tc.want) {
+			if !slices.Equal(ids(got), tc.want) {
 				t.Fatalf("ListBookings(%s, %+v) = %v; want %v", tc.user, tc.filter, ids(got), tc.want)
 			}
 			for _, b := range got {
@@ -533,7 +522,7 @@ func testActiveBookings(t *testing.T, s store.Store) {
 			if err != nil {
 				t.Fatalf("ActiveBookings: %v", err)
 			}
-			if !equalStrings(ids(got), tc.want) {
+			if !slices.Equal(ids(got), tc.want) {
 				t.Fatalf("ActiveBookings(%v, %v) = %v; want %v", tc.from, tc.to, ids(got), tc.want)
 			}
 		})
