@@ -46,6 +46,7 @@ func ExampleNewToken() {
 }
 
 func ExampleHashToken() {
-	fmt.Println(auth.HashToken("cg_example-token-for-docs") == auth.HashToken("cg_example-token-for-docs"))
-	// Output: true
+	// The digest to configure as token_sha256 for this token:
+	fmt.Println(auth.HashToken("cg_example-token-for-docs"))
+	// Output: f8bb91c575d00b6d9fc195369584a102564512553d5b57c606622d60f208336e
 }
