@@ -38,22 +38,21 @@ func Serve(p *Plugin) {
 	}
 }
 
-// newGRPCServer serves calls on a fixed set of worker goroutines instead of
-// a new goroutine per call: a worker's stack stays grown between calls, while
-// a fresh goroutine grows (copies) its stack again on every call that goes
-// deep, as a database driver does.
-//
-// A call that finds every worker busy still gets a goroutine of its own, so
-// the number bounds nothing; it is sized for a host under heavy load.
+// streamWorkers is how many goroutines serve calls of the Calls stream and
+// stay alive between them (see workerPool). A call that finds every worker
+// busy still gets a goroutine of its own, so the number bounds nothing; it is
+// sized for a host under heavy load.
 const streamWorkers = 64
 
+// windowSize is the fixed HTTP/2 flow-control window of the plugin link.
 const windowSize = 1 << 20
 
+// newGRPCServer is go-plugin's server with a fixed flow-control window: that
+// turns off gRPC's bandwidth estimator, which keeps pinging while calls flow
+// over a local socket with no bandwidth to discover. The host fixes its side
+// the same way. Calls themselves run on workerPool.
 func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	return grpc.NewServer(append(opts,
-		grpc.NumStreamWorkers(streamWorkers),
-		// A fixed window turns off gRPC's bandwidth estimator, which pings
-		// on most reads; the host fixes its side the same way.
 		grpc.InitialWindowSize(windowSize),
 		grpc.InitialConnWindowSize(windowSize),
 	)...)
