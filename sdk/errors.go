@@ -56,3 +56,10 @@ func decodeStrict(raw json.RawMessage, v any) error {
 	}
 	return nil
 }
+
+// IsNotFound reports whether err is, or wraps, a NotFound failure, such as
+// the one Env.Record returns for an id its provider does not know.
+func IsNotFound(err error) bool {
+	var te *toolError
+	return errors.As(err, &te) && te.code == capgatev1.ToolError_CODE_NOT_FOUND
+}

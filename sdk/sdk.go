@@ -99,7 +99,9 @@ type Plugin struct {
 	tools         []*tool
 	byName        map[string]*tool
 	entities      []*capgatev1.EntityType
+	providers     map[string]*Entity
 	configure     func(context.Context, Env) error
+	start         func(context.Context, Env, Start) error
 	closers       []func() error
 	logger        *slog.Logger
 }
@@ -121,7 +123,10 @@ func New(name, version string) *Plugin {
 	if !pluginName.MatchString(name) {
 		panic(fmt.Sprintf("sdk.New: plugin name %q must match %s", name, pluginName))
 	}
-	return &Plugin{name: name, version: version, byName: map[string]*tool{}, logger: newLogger(name)}
+	return &Plugin{
+		name: name, version: version, logger: newLogger(name),
+		byName: map[string]*tool{}, providers: map[string]*Entity{},
+	}
 }
 
 // Name returns the plugin's name.
@@ -134,6 +139,21 @@ func (p *Plugin) Logger() *slog.Logger { return p.logger }
 // once, before any call; an error stops the host's start-up with the
 // message, so say which option is wrong.
 func (p *Plugin) OnConfigure(f func(ctx context.Context, env Env) error) { p.configure = f }
+
+// Start is what the host says when it starts a plugin.
+type Start struct {
+	// Rebuild asks the plugin to discard what it derived from other
+	// plugins (an index, a cache) and rebuild it from its sources before
+	// OnStart returns (`capgate search reindex` sets it).
+	Rebuild bool
+}
+
+// OnStart sets the function run once every plugin is configured and the
+// host's registries are complete, before the host serves: from here on
+// the Env's Catalogue, Documents, Record and Subscribe answer. Long-running
+// work (a subscription) belongs in a goroutine stopped by OnClose; an error
+// stops the host's start-up with the message.
+func (p *Plugin) OnStart(f func(ctx context.Context, env Env, s Start) error) { p.start = f }
 
 // OnClose adds a function run when the host stops the plugin, in reverse
 // order of registration (close what was opened last first).
@@ -197,24 +217,6 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	}
 	p.tools = append(p.tools, tl)
 	p.byName[t.Name] = tl
-}
-
-// ProvideEntity declares a catalogue entity type the plugin provides for
-// search, e.g. "booking.resource"; description tells agents what a record of
-// it is. Names are lower-case and dotted. The host refuses to start when the
-// type carries personal or financial data ("user", "invoice", "shop.invoice",
-// or one the operator blocked) or another plugin provides it, so declare
-// only public catalogue records. It panics on a malformed or duplicate name.
-func (p *Plugin) ProvideEntity(name, description string) {
-	if !entityName.MatchString(name) {
-		panic(fmt.Sprintf("sdk.ProvideEntity %q: name must match %s", name, entityName))
-	}
-	for _, e := range p.entities {
-		if e.Name == name {
-			panic(fmt.Sprintf("sdk.ProvideEntity %q: entity type declared twice", name))
-		}
-	}
-	p.entities = append(p.entities, &capgatev1.EntityType{Name: name, Description: description})
 }
 
 func mustSchema[T any](name, which string) []byte {

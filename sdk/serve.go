@@ -74,6 +74,8 @@ type server struct {
 
 	mu         sync.Mutex
 	configured bool
+	started    bool
+	env        Env // as handed to OnConfigure, for OnStart
 	broker     *plugin.GRPCBroker
 	host       *grpc.ClientConn
 
@@ -101,17 +103,41 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 		s.host = conn
 		s.p.OnClose(conn.Close)
 	}
+	env := Env{DataDir: req.DataDir, Config: req.ConfigJson, Logger: s.p.logger, HostVersion: req.HostVersion}
+	if s.host != nil {
+		env.host = s.host
+	}
+	s.env = env
 	if s.p.configure != nil {
-		env := Env{DataDir: req.DataDir, Config: req.ConfigJson, Logger: s.p.logger, HostVersion: req.HostVersion}
-		if s.host != nil {
-			env.host = s.host
-		}
 		if err := s.p.configure(ctx, env); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
 	s.configured = true
 	return &capgatev1.ConfigureResponse{}, nil
+}
+
+func (s *server) Start(ctx context.Context, req *capgatev1.StartRequest) (_ *capgatev1.StartResponse, err error) {
+	s.mu.Lock()
+	configured, started := s.configured, s.started
+	s.started = true
+	env := s.env
+	s.mu.Unlock()
+	switch {
+	case !configured:
+		return nil, status.Error(codes.FailedPrecondition, "plugin is not configured yet")
+	case started:
+		return nil, status.Error(codes.FailedPrecondition, "plugin is already started")
+	}
+	// Not under s.mu: OnStart may reach the plugin's own entities through
+	// the host, and calls must be served meanwhile.
+	if s.p.start != nil {
+		defer s.recoverInto("start", &err)
+		if err := s.p.start(ctx, env, Start{Rebuild: req.Rebuild}); err != nil {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+	}
+	return &capgatev1.StartResponse{}, nil
 }
 
 func (s *server) Describe(context.Context, *capgatev1.DescribeRequest) (*capgatev1.DescribeResponse, error) {

@@ -12,16 +12,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
-
-	"github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
 
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
-	"github.com/capgate/capgate/sdk/internal/pluginwire"
 )
 
 // ToolError is a failure the plugin reported as a result for the agent.
@@ -32,10 +26,11 @@ type ToolError struct {
 
 func (e *ToolError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
 
-// Client calls a plugin started by Start.
+// Client calls a plugin started by Start or added to a Host.
 type Client struct {
 	rpc  capgatev1.PluginServiceClient
-	host *hostService
+	host *Host
+	name string // the plugin's name, as the host knows it
 }
 
 // Event is an event the plugin published, as the host received it.
@@ -54,13 +49,20 @@ type Event struct {
 func (c *Client) Published() []Event {
 	c.host.mu.Lock()
 	defer c.host.mu.Unlock()
-	return slices.Clone(c.host.events)
+	var out []Event
+	for _, e := range c.host.events {
+		if e.publisher == c.name {
+			out = append(out, e.Event)
+		}
+	}
+	return out
 }
 
 // Start serves p over gRPC, configures it with config (marshalled to JSON;
-// nil means no config block) and a fresh data directory, and returns a
-// client. Everything stops when the test ends. A configuration error fails
-// the test; use StartErr to test one.
+// nil means no config block) and a fresh data directory, starts it, and
+// returns a client. Everything stops when the test ends. A configuration
+// or start error fails the test; use StartErr to test one. For plugins that
+// use each other through the host (a provider and an indexer), use a Host.
 func Start(t testing.TB, p *sdk.Plugin, config any) *Client {
 	t.Helper()
 	c, err := StartErr(t, p, config)
@@ -70,7 +72,8 @@ func Start(t testing.TB, p *sdk.Plugin, config any) *Client {
 	return c
 }
 
-// StartErr is Start that returns the configuration error instead of failing.
+// StartErr is Start that returns the configuration or start error instead of
+// failing.
 func StartErr(t testing.TB, p *sdk.Plugin, config any) (*Client, error) {
 	return StartIn(t, p, config, t.TempDir())
 }
@@ -79,61 +82,15 @@ func StartErr(t testing.TB, p *sdk.Plugin, config any) (*Client, error) {
 // does on its second start over the same data.
 func StartIn(t testing.TB, p *sdk.Plugin, config any, dataDir string) (*Client, error) {
 	t.Helper()
-	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
-		capgatev1.PluginName: &pluginwire.Plugin{Impl: sdk.NewServer(p)},
-	})
-	// Closing the client asks the server to shut down, as the host does
-	// when it stops a plugin; stopping the server again would race it.
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(capgatev1.PluginName)
+	h := NewHost(t)
+	c, err := h.Add(p, config, dataDir)
 	if err != nil {
-		return nil, fmt.Errorf("dispense: %w", err)
+		return nil, err
 	}
-	wc := raw.(*pluginwire.Client)
-
-	// Serve the host's services on the broker, as the host does.
-	hostID := wc.Broker.NextId()
-	host := &hostService{}
-	go wc.Broker.AcceptAndServe(hostID, func(opts []grpc.ServerOption) *grpc.Server {
-		s := grpc.NewServer(opts...)
-		capgatev1.RegisterHostServiceServer(s, host)
-		return s
-	})
-
-	cfg := []byte("{}")
-	if config != nil {
-		if cfg, err = json.Marshal(config); err != nil {
-			return nil, fmt.Errorf("marshal config: %w", err)
-		}
+	if err := h.Start(context.Background(), false); err != nil {
+		return nil, err
 	}
-	_, err = wc.Configure(context.Background(), &capgatev1.ConfigureRequest{
-		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: "sdktest",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("configure: %w", err)
-	}
-	return &Client{rpc: wc.PluginServiceClient, host: host}, nil
-}
-
-type hostService struct {
-	capgatev1.UnimplementedHostServiceServer
-	mu     sync.Mutex
-	events []Event
-}
-
-func (h *hostService) Publish(_ context.Context, req *capgatev1.PublishRequest) (*capgatev1.PublishResponse, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	ev := Event{Cursor: uint64(len(h.events)) + 1, Type: req.Type, Entity: req.Entity, ID: req.Id, UserID: req.UserId}
-	if len(req.Data) > 0 {
-		ev.Data = json.RawMessage(slices.Clone(req.Data))
-	}
-	h.events = append(h.events, ev)
-	return &capgatev1.PublishResponse{Cursor: ev.Cursor}, nil
-}
-
-func (*hostService) Ping(context.Context, *capgatev1.PingRequest) (*capgatev1.PingResponse, error) {
-	return &capgatev1.PingResponse{}, nil
+	return c, nil
 }
 
 // Describe returns the plugin's self-description.

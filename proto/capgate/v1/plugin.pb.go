@@ -356,7 +356,13 @@ type EntityType struct {
 	// name is lower-case and dotted, e.g. "booking.resource".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// description tells agents what a record of this type is.
-	Description   string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// version names the shape of the type's documents. A provider changes it
+	// when its documents change shape, so indexes built from them rebuild.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// provider is the plugin providing the type; set by the host in
+	// CatalogueResponse, ignored in DescribeResponse.
+	Provider      string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -401,6 +407,20 @@ func (x *EntityType) GetName() string {
 func (x *EntityType) GetDescription() string {
 	if x != nil {
 		return x.Description
+	}
+	return ""
+}
+
+func (x *EntityType) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *EntityType) GetProvider() string {
+	if x != nil {
+		return x.Provider
 	}
 	return ""
 }
@@ -1380,6 +1400,727 @@ func (x *CallFailure) GetMessage() string {
 	return ""
 }
 
+type StartRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rebuild asks the plugin to discard what it derived from other plugins
+	// (an index, a cache) and rebuild it from its sources before returning.
+	Rebuild       bool `protobuf:"varint,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartRequest) Reset() {
+	*x = StartRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartRequest) ProtoMessage() {}
+
+func (x *StartRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
+func (*StartRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *StartRequest) GetRebuild() bool {
+	if x != nil {
+		return x.Rebuild
+	}
+	return false
+}
+
+type StartResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartResponse) Reset() {
+	*x = StartResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartResponse) ProtoMessage() {}
+
+func (x *StartResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
+func (*StartResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
+}
+
+type DocumentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entity is the entity type, e.g. "booking.resource".
+	Entity string `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// ids, when set, asks for these documents only; ids that do not exist
+	// are left out of the response. after and limit are then ignored.
+	Ids []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	// after pages: documents whose id sorts after it (byte order); empty
+	// starts at the first.
+	After string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	// limit is the most documents to return; 0 means 500, and more than
+	// 1000 is read as 1000.
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocumentsRequest) Reset() {
+	*x = DocumentsRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocumentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocumentsRequest) ProtoMessage() {}
+
+func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocumentsRequest.ProtoReflect.Descriptor instead.
+func (*DocumentsRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DocumentsRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *DocumentsRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *DocumentsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *DocumentsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type DocumentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// documents are sorted by id.
+	Documents []*Document `protobuf:"bytes,1,rep,name=documents,proto3" json:"documents,omitempty"`
+	// more is true when documents after the last one returned remain.
+	More          bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocumentsResponse) Reset() {
+	*x = DocumentsResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocumentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocumentsResponse) ProtoMessage() {}
+
+func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocumentsResponse.ProtoReflect.Descriptor instead.
+func (*DocumentsResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DocumentsResponse) GetDocuments() []*Document {
+	if x != nil {
+		return x.Documents
+	}
+	return nil
+}
+
+func (x *DocumentsResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+// Document is the searchable text of one catalogue record.
+type Document struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// title is the record's name; matches in it rank first.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// body is the description text.
+	Body string `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// fields are extra searchable values (location, kind, ...).
+	Fields        map[string]string `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Document) Reset() {
+	*x = Document{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Document) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Document) ProtoMessage() {}
+
+func (x *Document) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Document.ProtoReflect.Descriptor instead.
+func (*Document) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Document) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Document) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Document) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *Document) GetFields() map[string]string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+type RecordRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRequest) Reset() {
+	*x = RecordRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRequest) ProtoMessage() {}
+
+func (x *RecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
+func (*RecordRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RecordRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *RecordRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RecordResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// record is the full record as a JSON object. Unset when error is set.
+	Record []byte `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	// error is CODE_NOT_FOUND for an id that does not exist.
+	Error         *ToolError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordResponse) Reset() {
+	*x = RecordResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordResponse) ProtoMessage() {}
+
+func (x *RecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
+func (*RecordResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RecordResponse) GetRecord() []byte {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *RecordResponse) GetError() *ToolError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type CatalogueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogueRequest) Reset() {
+	*x = CatalogueRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogueRequest) ProtoMessage() {}
+
+func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogueRequest.ProtoReflect.Descriptor instead.
+func (*CatalogueRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
+}
+
+type CatalogueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entities are sorted by name.
+	Entities      []*EntityType `protobuf:"bytes,1,rep,name=entities,proto3" json:"entities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogueResponse) Reset() {
+	*x = CatalogueResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogueResponse) ProtoMessage() {}
+
+func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogueResponse.ProtoReflect.Descriptor instead.
+func (*CatalogueResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CatalogueResponse) GetEntities() []*EntityType {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+type BusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BusRequest) Reset() {
+	*x = BusRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BusRequest) ProtoMessage() {}
+
+func (x *BusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BusRequest.ProtoReflect.Descriptor instead.
+func (*BusRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
+}
+
+type BusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id identifies the bus: the same id means the same sequence of cursors.
+	// An in-process bus has a new id each time the host starts; a JetStream
+	// bus keeps its id for the life of its stream.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// oldest is the oldest retained cursor, 0 when nothing is retained.
+	Oldest uint64 `protobuf:"varint,2,opt,name=oldest,proto3" json:"oldest,omitempty"`
+	// last is the newest cursor, 0 when nothing was ever published.
+	Last          uint64 `protobuf:"varint,3,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BusResponse) Reset() {
+	*x = BusResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BusResponse) ProtoMessage() {}
+
+func (x *BusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BusResponse.ProtoReflect.Descriptor instead.
+func (*BusResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *BusResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BusResponse) GetOldest() uint64 {
+	if x != nil {
+		return x.Oldest
+	}
+	return 0
+}
+
+func (x *BusResponse) GetLast() uint64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+type SubscribeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// after is the last cursor the subscriber has seen; 0 starts at the
+	// oldest retained event.
+	After uint64 `protobuf:"varint,1,opt,name=after,proto3" json:"after,omitempty"`
+	// types, when set, restricts delivery to events of these types.
+	Types         []string `protobuf:"bytes,2,rep,name=types,proto3" json:"types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRequest) Reset() {
+	*x = SubscribeRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRequest) ProtoMessage() {}
+
+func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SubscribeRequest) GetAfter() uint64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *SubscribeRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+// BusEvent is one delivered event.
+type BusEvent struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Cursor uint64                 `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Type   string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Entity string                 `protobuf:"bytes,3,opt,name=entity,proto3" json:"entity,omitempty"`
+	Id     string                 `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`
+	UserId string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// at_unix_nano is when it happened.
+	AtUnixNano int64 `protobuf:"varint,6,opt,name=at_unix_nano,json=atUnixNano,proto3" json:"at_unix_nano,omitempty"`
+	// data is a JSON object, or empty.
+	Data          []byte `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BusEvent) Reset() {
+	*x = BusEvent{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BusEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BusEvent) ProtoMessage() {}
+
+func (x *BusEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BusEvent.ProtoReflect.Descriptor instead.
+func (*BusEvent) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *BusEvent) GetCursor() uint64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *BusEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *BusEvent) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *BusEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BusEvent) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *BusEvent) GetAtUnixNano() int64 {
+	if x != nil {
+		return x.AtUnixNano
+	}
+	return 0
+}
+
+func (x *BusEvent) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_capgate_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_capgate_v1_plugin_proto_rawDesc = "" +
@@ -1398,11 +2139,13 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12:\n" +
 	"\fcapabilities\x18\x03 \x03(\v2\x16.capgate.v1.CapabilityR\fcapabilities\x122\n" +
-	"\bentities\x18\x04 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\"B\n" +
+	"\bentities\x18\x04 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\"x\n" +
 	"\n" +
 	"EntityType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\"\xab\x02\n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\"\xab\x02\n" +
 	"\n" +
 	"Capability\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -1473,20 +2216,74 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x06result\";\n" +
 	"\vCallFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*<\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"(\n" +
+	"\fStartRequest\x12\x18\n" +
+	"\arebuild\x18\x01 \x01(\bR\arebuild\"\x0f\n" +
+	"\rStartResponse\"h\n" +
+	"\x10DocumentsRequest\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"[\n" +
+	"\x11DocumentsResponse\x122\n" +
+	"\tdocuments\x18\x01 \x03(\v2\x14.capgate.v1.DocumentR\tdocuments\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xb9\x01\n" +
+	"\bDocument\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\x128\n" +
+	"\x06fields\x18\x04 \x03(\v2 .capgate.v1.Document.FieldsEntryR\x06fields\x1a9\n" +
+	"\vFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"7\n" +
+	"\rRecordRequest\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"U\n" +
+	"\x0eRecordResponse\x12\x16\n" +
+	"\x06record\x18\x01 \x01(\fR\x06record\x12+\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"\x12\n" +
+	"\x10CatalogueRequest\"G\n" +
+	"\x11CatalogueResponse\x122\n" +
+	"\bentities\x18\x01 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\"\f\n" +
+	"\n" +
+	"BusRequest\"I\n" +
+	"\vBusResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06oldest\x18\x02 \x01(\x04R\x06oldest\x12\x12\n" +
+	"\x04last\x18\x03 \x01(\x04R\x04last\">\n" +
+	"\x10SubscribeRequest\x12\x14\n" +
+	"\x05after\x18\x01 \x01(\x04R\x05after\x12\x14\n" +
+	"\x05types\x18\x02 \x03(\tR\x05types\"\xad\x01\n" +
+	"\bBusEvent\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\x04R\x06cursor\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
+	"\x06entity\x18\x03 \x01(\tR\x06entity\x12\x0e\n" +
+	"\x02id\x18\x04 \x01(\tR\x02id\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12 \n" +
+	"\fat_unix_nano\x18\x06 \x01(\x03R\n" +
+	"atUnixNano\x12\x12\n" +
+	"\x04data\x18\a \x01(\fR\x04data*<\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0f\n" +
-	"\vKIND_ACTION\x10\x022\xf6\x02\n" +
+	"\vKIND_ACTION\x10\x022\xbf\x04\n" +
 	"\rPluginService\x12H\n" +
 	"\tConfigure\x12\x1c.capgate.v1.ConfigureRequest\x1a\x1d.capgate.v1.ConfigureResponse\x12E\n" +
 	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12?\n" +
 	"\x06Invoke\x12\x19.capgate.v1.InvokeRequest\x1a\x1a.capgate.v1.InvokeResponse\x12Q\n" +
 	"\fResolveOwner\x12\x1f.capgate.v1.ResolveOwnerRequest\x1a .capgate.v1.ResolveOwnerResponse\x12@\n" +
-	"\x05Calls\x12\x18.capgate.v1.CallsRequest\x1a\x19.capgate.v1.CallsResponse(\x010\x012\x8c\x01\n" +
+	"\x05Calls\x12\x18.capgate.v1.CallsRequest\x1a\x19.capgate.v1.CallsResponse(\x010\x01\x12<\n" +
+	"\x05Start\x12\x18.capgate.v1.StartRequest\x1a\x19.capgate.v1.StartResponse\x12H\n" +
+	"\tDocuments\x12\x1c.capgate.v1.DocumentsRequest\x1a\x1d.capgate.v1.DocumentsResponse\x12?\n" +
+	"\x06Record\x12\x19.capgate.v1.RecordRequest\x1a\x1a.capgate.v1.RecordResponse2\xdc\x03\n" +
 	"\vHostService\x129\n" +
 	"\x04Ping\x12\x17.capgate.v1.PingRequest\x1a\x18.capgate.v1.PingResponse\x12B\n" +
-	"\aPublish\x12\x1a.capgate.v1.PublishRequest\x1a\x1b.capgate.v1.PublishResponseB7Z5github.com/capgate/capgate/proto/capgate/v1;capgatev1b\x06proto3"
+	"\aPublish\x12\x1a.capgate.v1.PublishRequest\x1a\x1b.capgate.v1.PublishResponse\x12H\n" +
+	"\tCatalogue\x12\x1c.capgate.v1.CatalogueRequest\x1a\x1d.capgate.v1.CatalogueResponse\x12H\n" +
+	"\tDocuments\x12\x1c.capgate.v1.DocumentsRequest\x1a\x1d.capgate.v1.DocumentsResponse\x12?\n" +
+	"\x06Record\x12\x19.capgate.v1.RecordRequest\x1a\x1a.capgate.v1.RecordResponse\x126\n" +
+	"\x03Bus\x12\x16.capgate.v1.BusRequest\x1a\x17.capgate.v1.BusResponse\x12A\n" +
+	"\tSubscribe\x12\x1c.capgate.v1.SubscribeRequest\x1a\x14.capgate.v1.BusEvent0\x01B7Z5github.com/capgate/capgate/proto/capgate/v1;capgatev1b\x06proto3"
 
 var (
 	file_capgate_v1_plugin_proto_rawDescOnce sync.Once
@@ -1501,7 +2298,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                    // 0: capgate.v1.Kind
 	(ToolError_Code)(0),          // 1: capgate.v1.ToolError.Code
@@ -1525,6 +2322,20 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*CancelCall)(nil),           // 19: capgate.v1.CancelCall
 	(*CallsResponse)(nil),        // 20: capgate.v1.CallsResponse
 	(*CallFailure)(nil),          // 21: capgate.v1.CallFailure
+	(*StartRequest)(nil),         // 22: capgate.v1.StartRequest
+	(*StartResponse)(nil),        // 23: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),     // 24: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),    // 25: capgate.v1.DocumentsResponse
+	(*Document)(nil),             // 26: capgate.v1.Document
+	(*RecordRequest)(nil),        // 27: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),       // 28: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),     // 29: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),    // 30: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),           // 31: capgate.v1.BusRequest
+	(*BusResponse)(nil),          // 32: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),     // 33: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),             // 34: capgate.v1.BusEvent
+	nil,                          // 35: capgate.v1.Document.FieldsEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	7,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
@@ -1540,25 +2351,45 @@ var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	10, // 10: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
 	13, // 11: capgate.v1.CallsResponse.resolve_owner:type_name -> capgate.v1.ResolveOwnerResponse
 	21, // 12: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	2,  // 13: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	4,  // 14: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	9,  // 15: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
-	12, // 16: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
-	18, // 17: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	14, // 18: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	16, // 19: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	3,  // 20: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	5,  // 21: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	10, // 22: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
-	13, // 23: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
-	20, // 24: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	15, // 25: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	17, // 26: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	26, // 13: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	35, // 14: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	11, // 15: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	6,  // 16: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	2,  // 17: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	4,  // 18: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	9,  // 19: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
+	12, // 20: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
+	18, // 21: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	22, // 22: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	24, // 23: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	27, // 24: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	14, // 25: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	16, // 26: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	29, // 27: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	24, // 28: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	27, // 29: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	31, // 30: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	33, // 31: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	3,  // 32: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	5,  // 33: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	10, // 34: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
+	13, // 35: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
+	20, // 36: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	23, // 37: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	25, // 38: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	28, // 39: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	15, // 40: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	17, // 41: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	30, // 42: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	25, // 43: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	28, // 44: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	32, // 45: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	34, // 46: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	32, // [32:47] is the sub-list for method output_type
+	17, // [17:32] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -1582,7 +2413,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -32,6 +32,9 @@ const (
 	PluginService_Invoke_FullMethodName       = "/capgate.v1.PluginService/Invoke"
 	PluginService_ResolveOwner_FullMethodName = "/capgate.v1.PluginService/ResolveOwner"
 	PluginService_Calls_FullMethodName        = "/capgate.v1.PluginService/Calls"
+	PluginService_Start_FullMethodName        = "/capgate.v1.PluginService/Start"
+	PluginService_Documents_FullMethodName    = "/capgate.v1.PluginService/Documents"
+	PluginService_Record_FullMethodName       = "/capgate.v1.PluginService/Record"
 )
 
 // PluginServiceClient is the client API for PluginService service.
@@ -57,6 +60,17 @@ type PluginServiceClient interface {
 	// on a local socket is most of a call's cost. Responses may come in any
 	// order; the id pairs them with their requests.
 	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsRequest, CallsResponse], error)
+	// Start is called once every plugin is configured and described and the
+	// host's registries are complete, before the host serves. From here on
+	// the host services that reach other plugins (the catalogue, documents,
+	// records) answer. An error aborts host start-up.
+	Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error)
+	// Documents pages through the searchable documents of an entity type the
+	// plugin provides, or fetches some by id.
+	Documents(ctx context.Context, in *DocumentsRequest, opts ...grpc.CallOption) (*DocumentsResponse, error)
+	// Record returns the full current record of one catalogue entity the
+	// plugin provides.
+	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
 }
 
 type pluginServiceClient struct {
@@ -120,6 +134,36 @@ func (c *pluginServiceClient) Calls(ctx context.Context, opts ...grpc.CallOption
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PluginService_CallsClient = grpc.BidiStreamingClient[CallsRequest, CallsResponse]
 
+func (c *pluginServiceClient) Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartResponse)
+	err := c.cc.Invoke(ctx, PluginService_Start_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginServiceClient) Documents(ctx context.Context, in *DocumentsRequest, opts ...grpc.CallOption) (*DocumentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DocumentsResponse)
+	err := c.cc.Invoke(ctx, PluginService_Documents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginServiceClient) Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordResponse)
+	err := c.cc.Invoke(ctx, PluginService_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PluginServiceServer is the server API for PluginService service.
 // All implementations must embed UnimplementedPluginServiceServer
 // for forward compatibility.
@@ -143,6 +187,17 @@ type PluginServiceServer interface {
 	// on a local socket is most of a call's cost. Responses may come in any
 	// order; the id pairs them with their requests.
 	Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error
+	// Start is called once every plugin is configured and described and the
+	// host's registries are complete, before the host serves. From here on
+	// the host services that reach other plugins (the catalogue, documents,
+	// records) answer. An error aborts host start-up.
+	Start(context.Context, *StartRequest) (*StartResponse, error)
+	// Documents pages through the searchable documents of an entity type the
+	// plugin provides, or fetches some by id.
+	Documents(context.Context, *DocumentsRequest) (*DocumentsResponse, error)
+	// Record returns the full current record of one catalogue entity the
+	// plugin provides.
+	Record(context.Context, *RecordRequest) (*RecordResponse, error)
 	mustEmbedUnimplementedPluginServiceServer()
 }
 
@@ -167,6 +222,15 @@ func (UnimplementedPluginServiceServer) ResolveOwner(context.Context, *ResolveOw
 }
 func (UnimplementedPluginServiceServer) Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error {
 	return status.Error(codes.Unimplemented, "method Calls not implemented")
+}
+func (UnimplementedPluginServiceServer) Start(context.Context, *StartRequest) (*StartResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Start not implemented")
+}
+func (UnimplementedPluginServiceServer) Documents(context.Context, *DocumentsRequest) (*DocumentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Documents not implemented")
+}
+func (UnimplementedPluginServiceServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
 }
 func (UnimplementedPluginServiceServer) mustEmbedUnimplementedPluginServiceServer() {}
 func (UnimplementedPluginServiceServer) testEmbeddedByValue()                       {}
@@ -268,6 +332,60 @@ func _PluginService_Calls_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PluginService_CallsServer = grpc.BidiStreamingServer[CallsRequest, CallsResponse]
 
+func _PluginService_Start_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServiceServer).Start(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PluginService_Start_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServiceServer).Start(ctx, req.(*StartRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PluginService_Documents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServiceServer).Documents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PluginService_Documents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServiceServer).Documents(ctx, req.(*DocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PluginService_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServiceServer).Record(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PluginService_Record_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServiceServer).Record(ctx, req.(*RecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PluginService_ServiceDesc is the grpc.ServiceDesc for PluginService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -291,6 +409,18 @@ var PluginService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ResolveOwner",
 			Handler:    _PluginService_ResolveOwner_Handler,
 		},
+		{
+			MethodName: "Start",
+			Handler:    _PluginService_Start_Handler,
+		},
+		{
+			MethodName: "Documents",
+			Handler:    _PluginService_Documents_Handler,
+		},
+		{
+			MethodName: "Record",
+			Handler:    _PluginService_Record_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -304,8 +434,13 @@ var PluginService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	HostService_Ping_FullMethodName    = "/capgate.v1.HostService/Ping"
-	HostService_Publish_FullMethodName = "/capgate.v1.HostService/Publish"
+	HostService_Ping_FullMethodName      = "/capgate.v1.HostService/Ping"
+	HostService_Publish_FullMethodName   = "/capgate.v1.HostService/Publish"
+	HostService_Catalogue_FullMethodName = "/capgate.v1.HostService/Catalogue"
+	HostService_Documents_FullMethodName = "/capgate.v1.HostService/Documents"
+	HostService_Record_FullMethodName    = "/capgate.v1.HostService/Record"
+	HostService_Bus_FullMethodName       = "/capgate.v1.HostService/Bus"
+	HostService_Subscribe_FullMethodName = "/capgate.v1.HostService/Subscribe"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -325,6 +460,23 @@ type HostServiceClient interface {
 	// invalid event is refused with INVALID_ARGUMENT and the reason, a bus
 	// that cannot take it with UNAVAILABLE.
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
+	// Catalogue lists every provided entity type with its provider and
+	// version. It answers from Start on; before, FAILED_PRECONDITION.
+	Catalogue(ctx context.Context, in *CatalogueRequest, opts ...grpc.CallOption) (*CatalogueResponse, error)
+	// Documents forwards to the provider of request.entity; NOT_FOUND when no
+	// plugin provides it.
+	Documents(ctx context.Context, in *DocumentsRequest, opts ...grpc.CallOption) (*DocumentsResponse, error)
+	// Record forwards to the provider of request.entity; NOT_FOUND when no
+	// plugin provides it (a missing id is the provider's ToolError instead).
+	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
+	// Bus describes the event bus: its identity and the cursors it retains.
+	Bus(ctx context.Context, in *BusRequest, opts ...grpc.CallOption) (*BusResponse, error)
+	// Subscribe streams the bus's events after request.after, in cursor order,
+	// until the plugin cancels or the host stops. OUT_OF_RANGE when events
+	// after request.after are no longer retained; DATA_LOSS ends a stream
+	// that fell behind the retained window. Either way the subscriber missed
+	// events and must rebuild what it derived from them.
+	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BusEvent], error)
 }
 
 type hostServiceClient struct {
@@ -355,6 +507,65 @@ func (c *hostServiceClient) Publish(ctx context.Context, in *PublishRequest, opt
 	return out, nil
 }
 
+func (c *hostServiceClient) Catalogue(ctx context.Context, in *CatalogueRequest, opts ...grpc.CallOption) (*CatalogueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CatalogueResponse)
+	err := c.cc.Invoke(ctx, HostService_Catalogue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) Documents(ctx context.Context, in *DocumentsRequest, opts ...grpc.CallOption) (*DocumentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DocumentsResponse)
+	err := c.cc.Invoke(ctx, HostService_Documents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordResponse)
+	err := c.cc.Invoke(ctx, HostService_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) Bus(ctx context.Context, in *BusRequest, opts ...grpc.CallOption) (*BusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BusResponse)
+	err := c.cc.Invoke(ctx, HostService_Bus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BusEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HostService_ServiceDesc.Streams[0], HostService_Subscribe_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeRequest, BusEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_SubscribeClient = grpc.ServerStreamingClient[BusEvent]
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -372,6 +583,23 @@ type HostServiceServer interface {
 	// invalid event is refused with INVALID_ARGUMENT and the reason, a bus
 	// that cannot take it with UNAVAILABLE.
 	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
+	// Catalogue lists every provided entity type with its provider and
+	// version. It answers from Start on; before, FAILED_PRECONDITION.
+	Catalogue(context.Context, *CatalogueRequest) (*CatalogueResponse, error)
+	// Documents forwards to the provider of request.entity; NOT_FOUND when no
+	// plugin provides it.
+	Documents(context.Context, *DocumentsRequest) (*DocumentsResponse, error)
+	// Record forwards to the provider of request.entity; NOT_FOUND when no
+	// plugin provides it (a missing id is the provider's ToolError instead).
+	Record(context.Context, *RecordRequest) (*RecordResponse, error)
+	// Bus describes the event bus: its identity and the cursors it retains.
+	Bus(context.Context, *BusRequest) (*BusResponse, error)
+	// Subscribe streams the bus's events after request.after, in cursor order,
+	// until the plugin cancels or the host stops. OUT_OF_RANGE when events
+	// after request.after are no longer retained; DATA_LOSS ends a stream
+	// that fell behind the retained window. Either way the subscriber missed
+	// events and must rebuild what it derived from them.
+	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[BusEvent]) error
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -387,6 +615,21 @@ func (UnimplementedHostServiceServer) Ping(context.Context, *PingRequest) (*Ping
 }
 func (UnimplementedHostServiceServer) Publish(context.Context, *PublishRequest) (*PublishResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Publish not implemented")
+}
+func (UnimplementedHostServiceServer) Catalogue(context.Context, *CatalogueRequest) (*CatalogueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Catalogue not implemented")
+}
+func (UnimplementedHostServiceServer) Documents(context.Context, *DocumentsRequest) (*DocumentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Documents not implemented")
+}
+func (UnimplementedHostServiceServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
+}
+func (UnimplementedHostServiceServer) Bus(context.Context, *BusRequest) (*BusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Bus not implemented")
+}
+func (UnimplementedHostServiceServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[BusEvent]) error {
+	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -445,6 +688,89 @@ func _HostService_Publish_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_Catalogue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CatalogueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).Catalogue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_Catalogue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).Catalogue(ctx, req.(*CatalogueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_Documents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).Documents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_Documents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).Documents(ctx, req.(*DocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).Record(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_Record_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).Record(ctx, req.(*RecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_Bus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).Bus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_Bus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).Bus(ctx, req.(*BusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HostServiceServer).Subscribe(m, &grpc.GenericServerStream[SubscribeRequest, BusEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_SubscribeServer = grpc.ServerStreamingServer[BusEvent]
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -460,7 +786,29 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Publish",
 			Handler:    _HostService_Publish_Handler,
 		},
+		{
+			MethodName: "Catalogue",
+			Handler:    _HostService_Catalogue_Handler,
+		},
+		{
+			MethodName: "Documents",
+			Handler:    _HostService_Documents_Handler,
+		},
+		{
+			MethodName: "Record",
+			Handler:    _HostService_Record_Handler,
+		},
+		{
+			MethodName: "Bus",
+			Handler:    _HostService_Bus_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Subscribe",
+			Handler:       _HostService_Subscribe_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "capgate/v1/plugin.proto",
 }
