@@ -61,9 +61,24 @@ type Bus interface {
 	// retained). When events after after have already been dropped it
 	// returns a *CursorTooOldError (matching ErrCursorTooOld).
 	Since(ctx context.Context, after uint64, limit int) (evs []Event, oldest uint64, err error)
+	// State reports the bus's identity and the cursors it retains.
+	State(ctx context.Context) (State, error)
 	// Close stops every subscription, waits for their handlers to return
 	// and releases the bus. Later calls return ErrClosed.
 	Close() error
+}
+
+// State describes a bus at one moment.
+type State struct {
+	// ID identifies the sequence of cursors: a cursor kept under one ID
+	// means nothing under another. The in-process bus gets a new ID each
+	// time it is created; a JetStream bus keeps one for the life of its
+	// stream.
+	ID string
+	// Oldest is the oldest retained cursor, 0 when nothing is retained.
+	Oldest uint64
+	// Last is the newest cursor ever assigned, 0 before the first publish.
+	Last uint64
 }
 
 // Subscription is a running subscriber.

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -27,6 +28,7 @@ type InProcessConfig struct {
 type InProcess struct {
 	cfg InProcessConfig
 	log *slog.Logger
+	id  string
 
 	mu     sync.Mutex
 	ring   []Event // ring[(cursor-1) % len(ring)] holds cursor
@@ -58,6 +60,7 @@ func NewInProcess(cfg InProcessConfig) (*InProcess, error) {
 	}
 	return &InProcess{
 		cfg:  cfg,
+		id:   "in-process-" + rand.Text(),
 		log:  log.With("component", "events", "bus", "in-process"),
 		ring: make([]Event, cfg.BufferSize),
 		wake: make(chan struct{}),
@@ -94,6 +97,19 @@ func (b *InProcess) oldestLocked() uint64 {
 		return 0
 	}
 	return b.last - uint64(b.count) + 1
+}
+
+// State implements [Bus].
+func (b *InProcess) State(ctx context.Context) (State, error) {
+	if err := ctx.Err(); err != nil {
+		return State{}, fmt.Errorf("events: state: %w", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return State{}, fmt.Errorf("events: state: %w", ErrClosed)
+	}
+	return State{ID: b.id, Oldest: b.oldestLocked(), Last: b.last}, nil
 }
 
 // Since implements [Bus].

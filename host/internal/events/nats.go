@@ -19,6 +19,9 @@ const (
 	DefaultStream        = "CAPGATE_EVENTS"
 	DefaultSubjectPrefix = "capgate.events"
 	DefaultAckWait       = 30 * time.Second
+	// DefaultInactiveThreshold keeps an idle consumer for a day: a host
+	// restarted within it resumes from its acknowledgements.
+	DefaultInactiveThreshold = 24 * time.Hour
 )
 
 // NATSConfig configures a [NATS] bus.
@@ -38,6 +41,11 @@ type NATSConfig struct {
 	// AckWait is how long the server waits for a handler before it
 	// redelivers; zero means DefaultAckWait.
 	AckWait time.Duration
+	// InactiveThreshold is how long the server keeps a subscriber's
+	// consumer that nobody pulls from before deleting it; zero means
+	// DefaultInactiveThreshold. A subscriber that comes back later starts
+	// again after the cursor it gives.
+	InactiveThreshold time.Duration
 	// Logger receives handler failures; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock for events published without At; nil means time.Now.
@@ -92,6 +100,9 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.InactiveThreshold <= 0 {
+		cfg.InactiveThreshold = DefaultInactiveThreshold
 	}
 	if cfg.Name == "" {
 		cfg.Name = "capgate"
@@ -169,6 +180,26 @@ func decodeEvent(seq uint64, data []byte) (Event, error) {
 	}
 	ev.Cursor = seq
 	return ev, nil
+}
+
+// State implements [Bus]. The ID is the stream's name and creation time, so
+// a stream deleted and created again is a different bus.
+func (b *NATS) State(ctx context.Context) (State, error) {
+	if b.isClosed() {
+		return State{}, fmt.Errorf("events: state: %w", ErrClosed)
+	}
+	info, err := b.stream.Info(ctx)
+	if err != nil {
+		return State{}, fmt.Errorf("events: state: stream %s info: %w", b.cfg.Stream, err)
+	}
+	st := State{
+		ID:   fmt.Sprintf("nats:%s@%d", b.cfg.Stream, info.Created.UnixNano()),
+		Last: info.State.LastSeq,
+	}
+	if info.State.Msgs > 0 {
+		st.Oldest = info.State.FirstSeq
+	}
+	return st, nil
 }
 
 // Since implements [Bus] with direct gets from the stream.
@@ -276,7 +307,10 @@ func (b *NATS) consumer(ctx context.Context, name string, after uint64) (jetstre
 		AckWait:       b.cfg.AckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: 1,
-		FilterSubject: b.cfg.SubjectPrefix + ".>",
+		// Without it every subscriber name ever used would keep a
+		// consumer on the server forever.
+		InactiveThreshold: b.cfg.InactiveThreshold,
+		FilterSubject:     b.cfg.SubjectPrefix + ".>",
 	}
 	if after > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy

@@ -50,6 +50,7 @@ func RunContract(t *testing.T, h Harness) {
 		{"SubscriptionCloseStopsDelivery", testSubClose},
 		{"CloseStopsDelivery", testClose},
 		{"Resume", testResume},
+		{"State", testState},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
@@ -584,5 +585,50 @@ func testResume(t *testing.T, h Harness) {
 	time.Sleep(200 * time.Millisecond)
 	if got := second.events(); len(got) != 2 {
 		t.Fatalf("resumed with %v, want exactly %v: duplicates", cursorsOf(got), more)
+	}
+}
+
+func testState(t *testing.T, h Harness) {
+	bus := h.New(t, 3)
+	st, err := bus.State(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ID == "" || st.Oldest != 0 || st.Last != 0 {
+		t.Fatalf("empty bus state = %+v, want an id and no cursors", st)
+	}
+	id := st.ID
+	cursors := publishN(t, bus, 0, 5)
+	st, err = bus.State(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (events.State{ID: id, Oldest: cursors[2], Last: cursors[4]}); st != want {
+		t.Fatalf("state after 5 events with 3 retained = %+v, want %+v", st, want)
+	}
+	if other := h.New(t, 3); other != nil {
+		ost, err := other.State(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ost.ID == id {
+			t.Errorf("two separate buses share the id %q", id)
+		}
+	}
+	if h.Reopen != nil {
+		bus = h.Reopen(t, bus)
+		st, err := bus.State(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ID != id || st.Last != cursors[4] {
+			t.Errorf("reopened state = %+v, want id %q and last %d kept", st, id, cursors[4])
+		}
+	}
+	if err := bus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.State(ctx(t)); !errors.Is(err, events.ErrClosed) {
+		t.Errorf("state after close: %v, want ErrClosed", err)
 	}
 }
