@@ -80,9 +80,10 @@ func (p *Plugin) PID() int {
 
 // Host is the set of running plugins.
 type Host struct {
-	plugins []*Plugin
-	log     *slog.Logger
-	once    sync.Once
+	plugins  []*Plugin
+	log      *slog.Logger
+	once     sync.Once
+	services *services
 }
 
 // Start runs every plugin in specs, in order. On any failure it stops the
@@ -95,9 +96,9 @@ func Start(ctx context.Context, specs []Spec, opts Options) (*Host, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
-	h := &Host{log: opts.Logger}
+	h := &Host{log: opts.Logger, services: &services{bus: opts.Events, log: opts.Logger}}
 	for _, s := range specs {
-		p, err := start(ctx, s, opts)
+		p, err := start(ctx, s, opts, h.services)
 		if err != nil {
 			h.Stop()
 			where := s.ConfigPath
@@ -113,7 +114,7 @@ func Start(ctx context.Context, specs []Spec, opts Options) (*Host, error) {
 	return h, nil
 }
 
-func start(ctx context.Context, s Spec, opts Options) (_ *Plugin, err error) {
+func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin, err error) {
 	path, err := filepath.Abs(s.Path)
 	if err != nil {
 		return nil, fmt.Errorf("path %q: %w", s.Path, err)
@@ -192,7 +193,7 @@ func start(ctx context.Context, s Spec, opts Options) (_ *Plugin, err error) {
 	hostSrv := make(chan *grpc.Server, 1)
 	go wc.broker.AcceptAndServe(hostID, func(o []grpc.ServerOption) *grpc.Server {
 		srv := grpc.NewServer(o...)
-		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, bus: opts.Events, log: opts.Logger})
+		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, svc: svc})
 		hostSrv <- srv
 		return srv
 	})

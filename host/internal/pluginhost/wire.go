@@ -2,17 +2,12 @@ package pluginhost
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/capgate/capgate/host/internal/events"
 
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
@@ -44,42 +39,6 @@ func (grpcPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
 
 func (grpcPlugin) GRPCClient(_ context.Context, b *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
 	return &wireClient{rpc: capgatev1.NewPluginServiceClient(c), broker: b}, nil
-}
-
-// hostService is what plugins may call back. It has no call-bound methods
-// yet; those (events, nested invocations) take the InvokeRequest's call_id.
-type hostService struct {
-	capgatev1.UnimplementedHostServiceServer
-	plugin string     // the plugin's name, for the log
-	bus    events.Bus // nil: publishing is refused
-	log    *slog.Logger
-}
-
-// Publish validates the plugin's event and puts it on the bus.
-func (h hostService) Publish(ctx context.Context, req *capgatev1.PublishRequest) (*capgatev1.PublishResponse, error) {
-	if h.bus == nil {
-		return nil, status.Error(codes.Unavailable, "this host has no event bus")
-	}
-	ev := events.Event{Type: req.Type, Entity: req.Entity, ID: req.Id, UserID: req.UserId}
-	if len(req.Data) > 0 {
-		ev.Data = json.RawMessage(req.Data)
-	}
-	if err := ev.Validate(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	cursor, err := h.bus.Publish(ctx, ev)
-	switch {
-	case errors.Is(err, events.ErrInvalidEvent):
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	case err != nil:
-		h.log.Warn("publishing a plugin's event failed", "plugin", h.plugin, "type", ev.Type, "err", err)
-		return nil, status.Errorf(codes.Unavailable, "event bus: %v", err)
-	}
-	return &capgatev1.PublishResponse{Cursor: cursor}, nil
-}
-
-func (hostService) Ping(context.Context, *capgatev1.PingRequest) (*capgatev1.PingResponse, error) {
-	return &capgatev1.PingResponse{}, nil
 }
 
 // statusMessage returns the text of a gRPC status without the

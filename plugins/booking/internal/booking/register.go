@@ -102,7 +102,32 @@ func Register(p *sdk.Plugin, opts ...Option) {
 
 	// The bookable catalogue is searchable; individual bookings are not, as
 	// they belong to a person.
-	p.ProvideEntity(EntityResource, "a bookable resource: room, desk, court, …")
+	p.ProvideEntity(sdk.Entity{
+		Name:        EntityResource,
+		Description: "a bookable resource: room, desk, court, studio, …; book it with booking.create",
+		Version:     ResourceDocVersion,
+		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+			s, err := get()
+			if err != nil {
+				return nil, err
+			}
+			return s.ResourceDocuments(ctx, after, limit)
+		},
+		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
+			s, err := get()
+			if err != nil {
+				return nil, err
+			}
+			return s.ResourceDocumentsByID(ctx, ids)
+		},
+		Record: func(ctx context.Context, id string) (any, error) {
+			s, err := get()
+			if err != nil {
+				return nil, err
+			}
+			return s.ResourceRecord(ctx, id)
+		},
+	})
 
 	sdk.Add(p, sdk.Tool[ResourcesIn, ResourcesOut]{
 		Name:        "booking.resources",

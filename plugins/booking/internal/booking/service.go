@@ -85,12 +85,16 @@ func (s *Service) Resources(ctx context.Context, _ sdk.Call, _ ResourcesIn) (Res
 	}
 	out := ResourcesOut{Resources: make([]Resource, 0, len(rs))}
 	for _, r := range rs {
-		out.Resources = append(out.Resources, Resource{
-			ID: r.ID, Name: r.Name, Kind: r.Kind, Description: r.Description, Location: r.Location,
-			Capacity: r.Capacity, SlotMinutes: r.SlotMinutes, Opens: hhmm(r.OpensMinute), Closes: hhmm(lastStart(r) + r.SlotMinutes),
-		})
+		out.Resources = append(out.Resources, resourceToWire(r))
 	}
 	return out, nil
+}
+
+func resourceToWire(r store.Resource) Resource {
+	return Resource{
+		ID: r.ID, Name: r.Name, Kind: r.Kind, Description: r.Description, Location: r.Location,
+		Capacity: r.Capacity, SlotMinutes: r.SlotMinutes, Opens: hhmm(r.OpensMinute), Closes: hhmm(lastStart(r) + r.SlotMinutes),
+	}
 }
 
 // resource loads a resource named by the caller, as a tool error when the

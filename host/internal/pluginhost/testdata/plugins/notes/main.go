@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 
 	"github.com/capgate/capgate/sdk"
 )
@@ -68,6 +70,37 @@ func main() {
 			return out{}, ctx.Err()
 		},
 	})
-	p.ProvideEntity("notes.note", "a note")
+	p.ProvideEntity(sdk.Entity{
+		Name: "notes.note", Description: "a note", Version: "1",
+		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+			var docs []sdk.Document
+			for _, id := range slices.Sorted(maps.Keys(notes)) {
+				if id > after && len(docs) < limit {
+					docs = append(docs, noteDoc(id))
+				}
+			}
+			return docs, nil
+		},
+		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
+			var docs []sdk.Document
+			for _, id := range ids {
+				if _, ok := notes[id]; ok {
+					docs = append(docs, noteDoc(id))
+				}
+			}
+			return docs, nil
+		},
+		Record: func(ctx context.Context, id string) (any, error) {
+			by, ok := notes[id]
+			if !ok {
+				return nil, sdk.NotFound("no note %q", id)
+			}
+			return out{ID: id, Text: "note " + id, By: by}, nil
+		},
+	})
 	sdk.Serve(p)
+}
+
+func noteDoc(id string) sdk.Document {
+	return sdk.Document{ID: id, Title: "note " + id, Body: "a note by " + notes[id]}
 }
