@@ -82,6 +82,9 @@ type Env struct {
 	Logger *slog.Logger
 	// HostVersion is the capgate build version.
 	HostVersion string
+	// MaxResults is the host's max_results: the most items a listing
+	// capability should return in one call. Never below 1.
+	MaxResults int
 
 	host hostConn // the host's services; nil when no host configured the plugin
 }

@@ -38,6 +38,10 @@ func Serve(p *Plugin) {
 	}
 }
 
+// DefaultMaxResults is Env.MaxResults when the host sets none, as the
+// host's own default.
+const DefaultMaxResults = 20
+
 // streamWorkers is how many goroutines serve calls of the Calls stream and
 // stay alive between them (see workerPool). A call that finds every worker
 // busy still gets a goroutine of its own, so the number bounds nothing; it is
@@ -103,7 +107,13 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 		s.host = conn
 		s.p.OnClose(conn.Close)
 	}
-	env := Env{DataDir: req.DataDir, Config: req.ConfigJson, Logger: s.p.logger, HostVersion: req.HostVersion}
+	env := Env{
+		DataDir: req.DataDir, Config: req.ConfigJson, Logger: s.p.logger, HostVersion: req.HostVersion,
+		MaxResults: int(req.MaxResults),
+	}
+	if env.MaxResults < 1 {
+		env.MaxResults = DefaultMaxResults
+	}
 	if s.host != nil {
 		env.host = s.host
 	}

@@ -52,6 +52,8 @@ type Options struct {
 	// Events is the bus plugins publish on through the host service; nil
 	// refuses their publishing with Unavailable.
 	Events events.Bus
+	// MaxResults is handed to each plugin (config max_results).
+	MaxResults int
 }
 
 // Plugin is a running plugin.
@@ -213,6 +215,7 @@ func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin,
 	}
 	if _, err := p.rpc.Configure(cctx, &capgatev1.ConfigureRequest{
 		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: opts.HostVersion,
+		MaxResults: uint32(max(opts.MaxResults, 0)),
 	}); err != nil {
 		return nil, fmt.Errorf("configure: %s", statusMessage(err))
 	}

@@ -144,7 +144,10 @@ type ConfigureRequest struct {
 	// is reachable.
 	HostBrokerId uint32 `protobuf:"varint,3,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
 	// host_version is the capgate build version, for diagnostics.
-	HostVersion   string `protobuf:"bytes,4,opt,name=host_version,json=hostVersion,proto3" json:"host_version,omitempty"`
+	HostVersion string `protobuf:"bytes,4,opt,name=host_version,json=hostVersion,proto3" json:"host_version,omitempty"`
+	// max_results is the host's max_results: the most items a listing
+	// capability should return in one call.
+	MaxResults    uint32 `protobuf:"varint,5,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -205,6 +208,13 @@ func (x *ConfigureRequest) GetHostVersion() string {
 		return x.HostVersion
 	}
 	return ""
+}
+
+func (x *ConfigureRequest) GetMaxResults() uint32 {
+	if x != nil {
+		return x.MaxResults
+	}
+	return 0
 }
 
 type ConfigureResponse struct {
@@ -2126,13 +2136,15 @@ var File_capgate_v1_plugin_proto protoreflect.FileDescriptor
 const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x17capgate/v1/plugin.proto\x12\n" +
-	"capgate.v1\"\x97\x01\n" +
+	"capgate.v1\"\xb8\x01\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x19\n" +
 	"\bdata_dir\x18\x02 \x01(\tR\adataDir\x12$\n" +
 	"\x0ehost_broker_id\x18\x03 \x01(\rR\fhostBrokerId\x12!\n" +
-	"\fhost_version\x18\x04 \x01(\tR\vhostVersion\"\x13\n" +
+	"\fhost_version\x18\x04 \x01(\tR\vhostVersion\x12\x1f\n" +
+	"\vmax_results\x18\x05 \x01(\rR\n" +
+	"maxResults\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fDescribeRequest\"\xb0\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
