@@ -24,6 +24,25 @@
 //   - success returns the plugin's JSON as structuredContent (where the
 //     version has it) and as a text block for older clients.
 //
+// Catalogue records, when Options.Records names the capabilities that read
+// and list them, are resources at capgate://<entity>/<id> (both parts
+// percent-encoded), and the same rules hold:
+//
+//   - resources/templates/list shows one template per entity type exactly
+//     when Dispatcher.Allowed admits the principal to the Get capability
+//     (the rule tools/list applies to it), else none;
+//   - resources/read calls Get through Dispatcher.Invoke with the
+//     {"entity","id"} a tools/call would carry: a refusal is the very error
+//     tools/call gives, a missing record (or an entity type not offered) is
+//     the revision's resource-not-found error, a malformed capgate URI is
+//     -32602, and the record comes back as JSON text;
+//   - resources/list is one page of the List capability, called through
+//     Dispatcher.Invoke; a principal the gate refuses sees an empty list,
+//     as tools/list shows only what may be called.
+//
+// Without those capabilities in the registry the lists are empty and every
+// URI is unknown.
+//
 // The request path avoids reflection: a validating scanner finds the
 // envelope's fields as sub-slices of a pooled body buffer, tool definitions
 // are rendered once at start-up, and responses are appended into pooled

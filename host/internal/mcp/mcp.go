@@ -41,6 +41,9 @@ type Options struct {
 	// tool list only changes when the host restarts with a new policy, but
 	// the default of zero never lets a client hold a stale list.
 	ListTTL time.Duration
+	// Records makes the platform's catalogue records MCP resources; the
+	// zero value serves none.
+	Records Records
 	// Logger receives internal failures and refusals; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -55,6 +58,7 @@ type Handler struct {
 	// paramHeaders holds the x-mcp-header bindings of capabilities that
 	// declare any; most declare none and cost nothing.
 	paramHeaders map[string][]paramHeader
+	records      recordSet
 	origins      originPolicy
 	maxBody      int64
 	log          *slog.Logger
@@ -85,6 +89,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 		maxBody:      opts.MaxBodyBytes,
 		log:          opts.Logger,
 	}
+	h.records = newRecordSet(h.reg, opts.Records)
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
 	}

@@ -15,6 +15,7 @@ const (
 	codeInvalidRequest = -32600
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
+	codeInternalError  = -32603
 	// codeForbidden is a gate refusal. It sits in the implementation-defined
 	// part of the server-error range, where earlier servers of this kind put
 	// it, so agents that already know it keep working.

@@ -138,9 +138,9 @@ func (c *call) request(m *message, out []byte) (int, []byte) {
 	case mToolsList:
 		return c.toolsList(m.id, &ps, out)
 	case mResourcesList:
-		return c.emptyList(m.id, &ps, `{"resources":[]`, out)
+		return c.resourcesList(m.id, &ps, out)
 	case mResourceTemplatesList:
-		return c.emptyList(m.id, &ps, `{"resourceTemplates":[]`, out)
+		return c.resourceTemplatesList(m.id, &ps, out)
 	case mResourcesRead:
 		return c.resourcesRead(m.id, &ps, out)
 	case mDiscover:
@@ -316,22 +316,6 @@ func (c *call) emptyList(id []byte, ps *params, open string, out []byte) (int, [
 	return http.StatusOK, c.closeResult(out, true)
 }
 
-// resourcesRead reports every URI as unknown: no plugin provides resources
-// yet. The code is the one each revision prescribes.
-func (c *call) resourcesRead(id []byte, ps *params, out []byte) (int, []byte) {
-	if !isString(ps.uri) {
-		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: resources/read needs params.uri")
-	}
-	code := codeResourceNotFound
-	if c.ver.modern() {
-		code = codeInvalidParams
-	}
-	out = appendErrorHead(out, id, code, "Resource not found")
-	out = append(out, `,"data":{"uri":`...)
-	out = appendRaw(out, ps.uri)
-	return http.StatusOK, append(out, "}}}"...)
-}
-
 func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 	if !isString(ps.name) {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: tools/call needs params.name, the tool to call")
@@ -398,17 +382,7 @@ func (c *call) invoke(name string, args []byte) (res json.RawMessage, err error)
 func (c *call) callFailed(id []byte, name string, err error, out []byte) (int, []byte) {
 	var refusal *dispatch.Refusal
 	if errors.As(err, &refusal) {
-		c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: call refused",
-			slog.String("capability", refusal.Capability), slog.String("step", string(refusal.Step)),
-			slog.String("role", c.p.Role), slog.String("user", c.p.UserID))
-		out = appendErrorHead(out, id, codeForbidden, "forbidden: "+refusal.Reason)
-		out = append(out, `,"data":{"step":`...)
-		out = appendString(out, string(refusal.Step))
-		out = append(out, `,"reason":`...)
-		out = appendString(out, refusal.Reason)
-		out = append(out, `,"capability":`...)
-		out = appendString(out, refusal.Capability)
-		return http.StatusOK, append(out, "}}}"...)
+		return http.StatusOK, c.refused(id, refusal, out)
 	}
 	var toolErr *dispatch.ToolError
 	if errors.As(err, &toolErr) {
@@ -417,22 +391,46 @@ func (c *call) callFailed(id []byte, name string, err error, out []byte) (int, [
 	if errors.Is(err, dispatch.ErrUnknownCapability) {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: unknown tool "+strconv.Quote(name))
 	}
+	return http.StatusOK, c.errorResult(id, c.internalFailure(name, err), out)
+}
+
+// refused logs a gate refusal and appends its JSON-RPC error: -32003 with
+// data naming the step, the reason and the capability. Every method that
+// reaches the gate answers a refusal with exactly these bytes.
+func (c *call) refused(id []byte, refusal *dispatch.Refusal, out []byte) []byte {
+	c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: call refused",
+		slog.String("capability", refusal.Capability), slog.String("step", string(refusal.Step)),
+		slog.String("role", c.p.Role), slog.String("user", c.p.UserID))
+	out = appendErrorHead(out, id, codeForbidden, "forbidden: "+refusal.Reason)
+	out = append(out, `,"data":{"step":`...)
+	out = appendString(out, string(refusal.Step))
+	out = append(out, `,"reason":`...)
+	out = appendString(out, refusal.Reason)
+	out = append(out, `,"capability":`...)
+	out = appendString(out, refusal.Capability)
+	return append(out, "}}}"...)
+}
+
+// internalFailure logs a failure that is neither a refusal nor the
+// caller's to fix, under a fresh correlation id, and returns what the agent
+// may read about it: what happened and the reference, never the cause.
+func (c *call) internalFailure(name string, err error) string {
 	ref := correlationID()
 	attrs := []slog.Attr{slog.String("correlation_id", ref), slog.String("capability", name), slog.String("error", err.Error())}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		c.h.log.LogAttrs(c.ctx, slog.LevelWarn, "mcp: call timed out", attrs...)
-		return http.StatusOK, c.errorResult(id, name+" did not finish within the time limit; it may be retried later (reference "+ref+")", out)
+		return name + " did not finish within the time limit; it may be retried later (reference " + ref + ")"
 	case errors.Is(err, context.Canceled):
 		c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: call cancelled", attrs...)
-		return http.StatusOK, c.errorResult(id, name+" was cancelled (reference "+ref+")", out)
+		return name + " was cancelled (reference " + ref + ")"
 	}
 	var pe *panicError
 	if errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.stack)))
 	}
 	c.h.log.LogAttrs(c.ctx, slog.LevelError, "mcp: call failed", attrs...)
-	return http.StatusOK, c.errorResult(id, "internal error while running "+name+" (reference "+ref+")", out)
+	return "internal error while running " + name + " (reference " + ref + ")"
 }
 
 // errorResult is a tool result with isError set: the agent reads msg.

@@ -68,6 +68,9 @@ type Options struct {
 	Dispatcher *dispatch.Dispatcher
 	// Auth authenticates bearer tokens. Required.
 	Auth Authenticator
+	// Records makes the platform's catalogue records MCP resources (see
+	// mcp.Records); the zero value serves none.
+	Records mcp.Records
 	// Logger receives request logs (debug) and failures; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -107,6 +110,7 @@ func New(opts Options) *Server {
 		Instructions:   opts.Instructions,
 		MaxBodyBytes:   opts.MaxBodyBytes,
 		AllowedOrigins: opts.AllowedOrigins,
+		Records:        opts.Records,
 		Logger:         opts.Logger,
 	})
 	endpoint := s.authenticated(func(c echo.Context, p dispatch.Principal) error {

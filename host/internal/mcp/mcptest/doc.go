@@ -2,6 +2,7 @@
 // adapter and the HTTP server around it.
 //
 // It builds a real registry, a real dispatcher and a real dispatch.Provider
-// (bookings kept in a map), so tests drive the same gate production does and
-// only the plugin process is replaced by code in this package.
+// (bookings kept in a map and, with WithRecords, a small catalogue served by
+// platform.get and platform.list), so tests drive the same gate production
+// does and only the plugin process is replaced by code in this package.
 package mcptest

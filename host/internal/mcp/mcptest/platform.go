@@ -64,9 +64,31 @@ type booking struct {
 
 var objectSchema = json.RawMessage(`{"type":"object"}`)
 
+// Option adjusts the platform New builds.
+type Option func(*setup)
+
+type setup struct {
+	records  bool
+	packsOff []string
+}
+
+// WithRecords registers the catalogue capabilities platform.get and
+// platform.list (pack "search", permission "catalogue.read", which
+// customers hold and guests do not) over the records in Records.
+func WithRecords() Option { return func(s *setup) { s.records = true } }
+
+// WithPackOff disables pack, which New otherwise enables (all but llm).
+func WithPackOff(pack string) Option {
+	return func(s *setup) { s.packsOff = append(s.packsOff, pack) }
+}
+
 // New builds the platform. The llm pack is registered but disabled, so
 // llm.ask is refused at the pack step.
-func New() *Platform {
+func New(opts ...Option) *Platform {
+	var set setup
+	for _, o := range opts {
+		o(&set)
+	}
 	reg := registry.New([]string{"search", "booking", "llm", "diag"})
 	caps := []registry.Capability{
 		{
@@ -97,6 +119,9 @@ func New() *Platform {
 		{Name: ListNumbers, Description: "Return a JSON array, not an object.", Kind: registry.Read, InputSchema: objectSchema, Pack: "diag", Permission: "diag.run", Plugin: "core"},
 		{Name: LLMAsk, Description: "Ask the configured model.", Kind: registry.Read, InputSchema: objectSchema, Pack: "llm", Permission: "llm.ask", Plugin: "core"},
 	}
+	if set.records {
+		caps = append(caps, recordCapabilities...)
+	}
 	for _, c := range caps {
 		if err := reg.Add(c); err != nil {
 			panic(fmt.Sprintf("mcptest: %v", err))
@@ -109,11 +134,15 @@ func New() *Platform {
 			"b-2": {ID: "b-2", Owner: Bob.UserID, Title: "Barber"},
 		},
 	}
+	packs := map[string]bool{"search": true, "booking": true, "diag": true, "llm": false}
+	for _, pack := range set.packsOff {
+		packs[pack] = false
+	}
 	d, err := dispatch.New(reg, dispatch.Policy{
-		Packs: map[string]bool{"search": true, "booking": true, "diag": true, "llm": false},
+		Packs: packs,
 		Roles: map[string][]string{
 			"admin":    {"*"},
-			"customer": {"search.read", "booking.*", "diag.run"},
+			"customer": {"search.read", "catalogue.read", "booking.*", "diag.run"},
 			"guest":    {},
 		},
 	}, map[string]dispatch.Provider{"core": p})
@@ -157,6 +186,10 @@ func (p *Platform) Invoke(ctx context.Context, _ dispatch.Principal, capability 
 		return nil, fmt.Errorf("query bookings: %w", errBroken)
 	case Panicking:
 		panic("provider exploded")
+	case RecordGet:
+		return getRecord(args)
+	case RecordList:
+		return listRecords(args)
 	case Slow:
 		if p.SlowStarted != nil {
 			p.SlowStarted <- struct{}{}
