@@ -24,7 +24,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"platform.search","arguments":{"query":"x"}}}`), uint8(0))
 	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"n"}]`), uint8(1))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`), uint8(4))
-	fx := newFixture(f, Options{Logger: slogTo(&mcptest.LogBuffer{})})
+	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"capgate://booking.resource/room%20a%2F2"}}`), uint8(2))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"method":"resources/list","params":{"cursor":"o2"}}`), uint8(3))
+	// Records are on, so resources go through the gate and the catalogue too.
+	fx := newRecordsFixture(f, catalogue(), mcptest.WithRecords())
 	f.Fuzz(func(t *testing.T, body []byte, sel uint8) {
 		if got, want := validJSON(body), json.Valid(body); got != want {
 			t.Fatalf("validJSON = %v, json.Valid = %v for %q", got, want, body)

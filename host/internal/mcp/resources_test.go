@@ -1,14 +1,20 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/host/internal/registry"
 )
 
 // catalogue is the Records option the host would pass for the test
@@ -459,4 +465,124 @@ func TestResourcesListCursor(t *testing.T) {
 			})
 		}
 	}
+}
+
+// rawCatalogue is a provider whose platform.get and platform.list return
+// whatever a test sets, to see the adapter meet a misbehaving plugin.
+type rawCatalogue struct {
+	out   json.RawMessage
+	err   error
+	panic bool
+}
+
+func (c rawCatalogue) Invoke(context.Context, dispatch.Principal, string, json.RawMessage) (json.RawMessage, error) {
+	if c.panic {
+		panic("catalogue exploded")
+	}
+	return c.out, c.err
+}
+
+func (rawCatalogue) ResolveOwner(context.Context, string, json.RawMessage) (string, error) {
+	return "", nil
+}
+
+func newRawCatalogue(t *testing.T, prov rawCatalogue) (*Handler, *mcptest.LogBuffer) {
+	t.Helper()
+	reg := registry.New([]string{"search"})
+	for _, name := range []string{mcptest.RecordGet, mcptest.RecordList} {
+		if err := reg.Add(registry.Capability{Name: name, Kind: registry.Read, InputSchema: json.RawMessage(`{"type":"object"}`),
+			Pack: "search", Permission: "catalogue.read", Plugin: "cat"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := dispatch.New(reg, dispatch.Policy{Packs: map[string]bool{"search": true}, Roles: map[string][]string{"admin": {"*"}}},
+		map[string]dispatch.Provider{"cat": prov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &mcptest.LogBuffer{}
+	return New(d, Options{Records: catalogue(), Logger: slogTo(logs)}), logs
+}
+
+// TestResourcesProviderFailures: what is not a refusal, a missing record or
+// the caller's mistake is -32603 with a reference the log also carries,
+// never the cause; a tool error the caller can act on is -32602 with its
+// message.
+func TestResourcesProviderFailures(t *testing.T) {
+	const secret = "dial tcp 10.0.0.1: secret-dsn"
+	read := rpc{method: "resources/read", id: 1, params: map[string]any{"uri": "capgate://booking.service/haircut"}}
+	list := rpc{method: "resources/list", id: 1}
+	cases := []struct {
+		name string
+		prov rawCatalogue
+		msg  rpc
+		code int
+		text string // part of the error message
+	}{
+		{"read: plugin error", rawCatalogue{err: errors.New(secret)}, read, codeInternalError, "internal error while running platform.get (reference "},
+		{"read: plugin panics", rawCatalogue{panic: true}, read, codeInternalError, "internal error while running platform.get (reference "},
+		{"read: timeout", rawCatalogue{err: fmt.Errorf("%s: %w", secret, context.DeadlineExceeded)}, read, codeInternalError, "did not finish within the time limit"},
+		{"read: no record", rawCatalogue{out: json.RawMessage(`{"entity":"booking.service","id":"haircut"}`)}, read, codeInternalError, "(reference "},
+		{"read: record not an object", rawCatalogue{out: json.RawMessage(`{"record":[1]}`)}, read, codeInternalError, "(reference "},
+		{"read: not JSON", rawCatalogue{out: json.RawMessage(`{"record":`)}, read, codeInternalError, "(reference "},
+		{"read: conflict", rawCatalogue{err: &dispatch.ToolError{Code: dispatch.Conflict, Message: "record is being rebuilt"}}, read, codeInvalidParams, "invalid params: record is being rebuilt"},
+		{"list: plugin error", rawCatalogue{err: errors.New(secret)}, list, codeInternalError, "internal error while running platform.list (reference "},
+		{"list: no items", rawCatalogue{out: json.RawMessage(`{}`)}, list, codeInternalError, "(reference "},
+		{"list: item without id", rawCatalogue{out: json.RawMessage(`{"items":[{"entity":"booking.service"}]}`)}, list, codeInternalError, "(reference "},
+		{"list: empty id", rawCatalogue{out: json.RawMessage(`{"items":[{"entity":"booking.service","id":""}]}`)}, list, codeInternalError, "(reference "},
+		{"list: title not a string", rawCatalogue{out: json.RawMessage(`{"items":[{"entity":"booking.service","id":"a","title":1}]}`)}, list, codeInternalError, "(reference "},
+		{"list: cursor not a string", rawCatalogue{out: json.RawMessage(`{"items":[],"next_cursor":7}`)}, list, codeInternalError, "(reference "},
+		{"list: not JSON", rawCatalogue{out: json.RawMessage(`{"items":[`)}, list, codeInternalError, "(reference "},
+	}
+	for _, tc := range cases {
+		for _, ver := range []string{Version20251125, Version20260728} {
+			t.Run(tc.name+"@"+ver, func(t *testing.T) {
+				h, logs := newRawCatalogue(t, tc.prov)
+				f := &fixture{t: t, h: h, logs: logs}
+				rep := f.send(mcptest.Admin, ver, tc.msg)
+				e := rep.errorObj(t)
+				msg, _ := e["message"].(string)
+				if int(e["code"].(float64)) != tc.code || !contains(msg, tc.text) || contains(string(rep.raw), "secret-dsn") {
+					t.Fatalf("error = %v, want %d with %q and no cause", e, tc.code, tc.text)
+				}
+				if tc.code == codeInternalError {
+					ref := msg[strings.LastIndex(msg, "reference ")+len("reference ") : len(msg)-1]
+					if !contains(logs.String(), `"correlation_id":"`+ref+`"`) {
+						t.Fatalf("reference %s not in log %s", ref, logs.String())
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestResourcesListOutputShape: empty pages, a null cursor and escapes in
+// what the plugin returns all come out as valid resources.
+func TestResourcesListOutputShape(t *testing.T) {
+	h, logs := newRawCatalogue(t, rawCatalogue{out: json.RawMessage(
+		` {"items":[ {"title":"T\u00e9 \"q\"","id":"a b","entity":"booking.service","extra":{"x":[1]}} , {"entity":"other","id":"z"} ],"next_cursor":null} `)})
+	f := &fixture{t: t, h: h, logs: logs}
+	res := f.send(mcptest.Admin, Version20251125, rpc{method: "resources/list", id: 1}).result(t)
+	want := []any{map[string]any{"uri": "capgate://booking.service/a%20b", "name": "a b", "title": `Té "q"`, "mimeType": "application/json"}}
+	if !reflect.DeepEqual(res["resources"], want) || res["nextCursor"] != nil {
+		t.Fatalf("result = %v", res)
+	}
+}
+
+// FuzzRecordURI: whatever the entity and id, the URI resources/list
+// renders parses back to them.
+func FuzzRecordURI(f *testing.F) {
+	f.Add("booking.resource", "room a/2")
+	f.Add("e", "café?#%")
+	f.Add("a/b", "%2F")
+	f.Fuzz(func(t *testing.T, entity, id string) {
+		if entity == "" || id == "" || !utf8.ValidString(entity) || !utf8.ValidString(id) {
+			return
+		}
+		uri := recordPrefix + escapeSegment(entity) + "/" + escapeSegment(id)
+		e, i, ours, msg := parseRecordURI(uri)
+		if !ours || msg != "" || e != entity || i != id {
+			t.Fatalf("%q parsed to %q %q %v %q", uri, e, i, ours, msg)
+		}
+	})
 }
