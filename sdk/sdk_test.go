@@ -180,6 +180,16 @@ func TestConfigureErrors(t *testing.T) {
 	}
 }
 
+// entity is a well-formed declaration of name with empty documents.
+func entity(name, description, version string) sdk.Entity {
+	return sdk.Entity{
+		Name: name, Description: description, Version: version,
+		List:   func(context.Context, string, int) ([]sdk.Document, error) { return nil, nil },
+		Get:    func(context.Context, []string) ([]sdk.Document, error) { return nil, nil },
+		Record: func(_ context.Context, id string) (any, error) { return nil, sdk.NotFound("no %s", id) },
+	}
+}
+
 func TestProvideEntity(t *testing.T) {
 	d, err := sdktest.Start(t, newNotes(&pluginConfig{}), nil).Describe(context.Background())
 	if err != nil {
@@ -190,33 +200,47 @@ func TestProvideEntity(t *testing.T) {
 	}
 
 	p := newNotes(&pluginConfig{})
-	p.ProvideEntity("notes.note", "a public note")
-	p.ProvideEntity("notes.folder_v2", "")
+	p.ProvideEntity(entity("notes.note", "a public note", "2"))
+	p.ProvideEntity(entity("notes.folder_v2", "", ""))
 	d, err = sdktest.Start(t, p, nil).Describe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, e := range d.Entities {
-		got = append(got, e.Name+"="+e.Description)
+		got = append(got, e.Name+"="+e.Description+"@"+e.Version)
 	}
-	if want := []string{"notes.note=a public note", "notes.folder_v2="}; strings.Join(got, ",") != strings.Join(want, ",") {
+	if want := []string{"notes.note=a public note@2", "notes.folder_v2=@"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("entities = %v; want %v in declaration order", got, want)
 	}
 }
 
-func TestProvideEntityPanicsOnBadNames(t *testing.T) {
+func TestProvideEntityPanicsOnBadDeclarations(t *testing.T) {
+	named := func(name string) func(p *sdk.Plugin) {
+		return func(p *sdk.Plugin) { p.ProvideEntity(entity(name, "x", "")) }
+	}
+	without := func(drop func(*sdk.Entity)) func(p *sdk.Plugin) {
+		return func(p *sdk.Plugin) {
+			e := entity("notes.note", "x", "")
+			drop(&e)
+			p.ProvideEntity(e)
+		}
+	}
 	for name, provide := range map[string]func(p *sdk.Plugin){
-		"empty":         func(p *sdk.Plugin) { p.ProvideEntity("", "x") },
-		"upper case":    func(p *sdk.Plugin) { p.ProvideEntity("Notes.Note", "x") },
-		"hyphen":        func(p *sdk.Plugin) { p.ProvideEntity("notes-note", "x") },
-		"trailing dot":  func(p *sdk.Plugin) { p.ProvideEntity("notes.", "x") },
-		"empty segment": func(p *sdk.Plugin) { p.ProvideEntity("notes..note", "x") },
-		"digit first":   func(p *sdk.Plugin) { p.ProvideEntity("notes.1", "x") },
+		"empty":         named(""),
+		"upper case":    named("Notes.Note"),
+		"hyphen":        named("notes-note"),
+		"trailing dot":  named("notes."),
+		"empty segment": named("notes..note"),
+		"digit first":   named("notes.1"),
+		"space":         named("notes note"),
 		"duplicate": func(p *sdk.Plugin) {
-			p.ProvideEntity("notes.note", "x")
-			p.ProvideEntity("notes.note", "y")
+			p.ProvideEntity(entity("notes.note", "x", "1"))
+			p.ProvideEntity(entity("notes.note", "y", "2"))
 		},
+		"no List":   without(func(e *sdk.Entity) { e.List = nil }),
+		"no Get":    without(func(e *sdk.Entity) { e.Get = nil }),
+		"no Record": without(func(e *sdk.Entity) { e.Record = nil }),
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
