@@ -3,6 +3,8 @@
 //
 //	capgate serve -c FILE       run the host
 //	capgate validate -c FILE    check a configuration file
+//	capgate search reindex -c FILE
+//	                            rebuild the search index from the providers
 //	capgate token new           print a fresh bearer token and its token_sha256
 //	capgate version             print the build version
 package main
@@ -32,6 +34,9 @@ const usage = `capgate is a permission-gated MCP server for your platform.
 Usage:
   capgate serve -c FILE       run the host with the configuration in FILE
   capgate validate -c FILE    check FILE and list every problem in it
+  capgate search reindex -c FILE
+                              rebuild the search index from the catalogue
+                              providers (stop the server on that data_dir first)
   capgate token new           print a fresh bearer token and its token_sha256
   capgate version             print the build version
 `
@@ -52,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(args[1:], stdout, stderr)
 	case "token":
 		return token(args[1:], stdout, stderr)
+	case "search":
+		return search(args[1:], stdout, stderr)
 	case "version", "-v", "--version":
 		fmt.Fprintln(stdout, "capgate", version)
 		return 0
@@ -114,6 +121,44 @@ func token(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "token: %s\n\n# For the config file (keep the token itself out of it):\n- token_sha256: %s\n  role: CHANGE-ME\n  scope: read\n", tok, sum)
 	return 0
 }
+
+// search runs the search subcommands; reindex is the only one.
+func search(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "reindex" {
+		fmt.Fprintln(stderr, "usage: capgate search reindex -c FILE")
+		return 2
+	}
+	path, ok := configFlag("search reindex", args[1:], stderr)
+	if !ok {
+		return 2
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	log := newLogger(cfg.Log, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Starting the plugins with Rebuild makes the search plugin empty its
+	// index and sync it again from every provider before New returns.
+	a, err := app.New(ctx, cfg, app.Options{Version: version, Logger: log, Rebuild: true})
+	if err != nil {
+		log.Error("capgate cannot rebuild the search index", "err", err)
+		return 1
+	}
+	defer a.Close()
+	plugin, ok := a.Provider(searchCapability)
+	if !ok {
+		fmt.Fprintf(stderr, "capgate: no plugin in %s provides %s: add the search plugin to plugins\n", path, searchCapability)
+		return 1
+	}
+	fmt.Fprintf(stdout, "search index of plugin %q rebuilt\n", plugin)
+	return 0
+}
+
+// searchCapability is what the search plugin provides.
+const searchCapability = "platform.search"
 
 func serve(args []string, stderr io.Writer) int {
 	path, ok := configFlag("serve", args, stderr)

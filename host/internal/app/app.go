@@ -16,6 +16,7 @@ import (
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/eventspack"
+	"github.com/capgate/capgate/host/internal/mcp"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/host/internal/registry"
 	"github.com/capgate/capgate/host/internal/server"
@@ -40,6 +41,9 @@ type Options struct {
 	Logger *slog.Logger
 	// PluginStartTimeout bounds the start of one plugin; 0 means 30s.
 	PluginStartTimeout time.Duration
+	// Rebuild asks plugins to rebuild what they derived from other plugins
+	// (the search index) while they start: `capgate search reindex`.
+	Rebuild bool
 }
 
 // New starts the plugins named in cfg and builds the gate and server.
@@ -77,7 +81,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}
 	plugins, err := pluginhost.Start(ctx, specs, pluginhost.Options{
 		DataDir: cfg.DataDir, HostVersion: opts.Version, Logger: log, StartTimeout: opts.PluginStartTimeout,
-		Events: bus,
+		Events: bus, MaxResults: cfg.MaxResults,
 	})
 	if err != nil {
 		return nil, err
@@ -122,6 +126,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		return nil, err
 	}
 	warnUnusable(log, cfg, reg)
+	// Everything is registered: plugins may now reach each other through
+	// the host (the search plugin syncs its index from the providers).
+	if err := plugins.Start(ctx, opts.Rebuild); err != nil {
+		return nil, err
+	}
 
 	srv := server.New(server.Options{
 		Enabled:         cfg.Enabled,
@@ -132,10 +141,33 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		ShutdownTimeout: cfg.HTTP.ShutdownTimeout,
 		AllowedOrigins:  cfg.HTTP.AllowedOrigins,
 		Dispatcher:      gate,
+		Records:         records(cat, plugins),
 		Auth:            auth.New(cfg.Tokens),
 		Logger:          log,
 	})
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus}, nil
+}
+
+// Catalogue records are MCP resources read and listed through these
+// capabilities of the search pack, so resources pass the same gate.
+const (
+	recordGet  = "platform.get"
+	recordList = "platform.list"
+)
+
+// records describes the catalogue to the MCP adapter.
+func records(cat *catalogue.Catalogue, plugins *pluginhost.Host) mcp.Records {
+	desc := map[string]string{}
+	for _, p := range plugins.Plugins() {
+		for _, e := range p.Description().Entities {
+			desc[e.Name] = e.Description
+		}
+	}
+	r := mcp.Records{Get: recordGet, List: recordList}
+	for _, name := range cat.Entities() {
+		r.Entities = append(r.Entities, mcp.EntityType{Name: name, Description: desc[name]})
+	}
+	return r
 }
 
 // OpenBus builds the event bus cfg asks for: the in-process ring buffer when
@@ -175,6 +207,19 @@ func SubjectPrefix(stream string) string {
 
 // Bus is the event bus the plugins publish on.
 func (a *App) Bus() events.Bus { return a.bus }
+
+// Provider names the plugin providing capability, if any does.
+func (a *App) Provider(capability string) (plugin string, ok bool) {
+	e, ok := a.gate.Registry().Lookup(capability)
+	if !ok {
+		return "", false
+	}
+	return e.Plugin, true
+}
+
+// Close stops the plugins and closes the bus of an App that will not
+// serve, such as one built to rebuild the search index.
+func (a *App) Close() { a.stop() }
 
 // stop stops the plugins, then closes the bus they published on.
 func (a *App) stop() {
