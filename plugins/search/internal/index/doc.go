@@ -40,6 +40,14 @@
 // upper bound of its own: capping a limit (the plugin's max_results) is the
 // caller's job, done before calling Search.
 //
+// [Index.List] pages through every document in (entity, id) order with
+// bleve's sort and search-after, so a listing visits each document once.
+// [Index.Apply] writes document changes together with metadata values
+// ([Index.Meta]) in one batch: a subscriber keeps its cursor there, so a
+// document change and the cursor of the event that caused it commit
+// atomically. [Open] fails after [LockTimeout] with [ErrInUse] when another
+// process holds the index, instead of waiting for it.
+//
 // An Index is safe for concurrent use; searches run while upserts are in
 // flight and see each batch either entirely or not at all.
 package index

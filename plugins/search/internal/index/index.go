@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/standard"
 	"github.com/blevesearch/bleve/v2/mapping"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Field names in the bleve documents.
@@ -94,6 +96,14 @@ func (d Document) stored() stored {
 	}
 }
 
+// LockTimeout is how long [Open] waits for an index another process holds
+// before it fails with [ErrInUse].
+var LockTimeout = time.Second
+
+// ErrInUse is returned (wrapped) by [Open] when another process, or another
+// open Index, holds the index.
+var ErrInUse = errors.New("in use by another process")
+
 // Index is a persistent full-text catalogue index. Use [Open] to get one and
 // Close it when done.
 type Index struct {
@@ -114,7 +124,13 @@ func Open(dir string) (*Index, error) {
 	}
 	var bi bleve.Index
 	if exists {
-		bi, err = bleve.Open(dir)
+		// Another process (or another Index in this one) holding the
+		// index keeps bolt's file lock; without a timeout bleve would wait
+		// for it forever.
+		bi, err = bleve.OpenUsing(dir, map[string]interface{}{"bolt_timeout": LockTimeout.String()})
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("search index %s is %w: is another capgate serving this data_dir?", dir, ErrInUse)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("open search index %s (unreadable or corrupt; delete it to rebuild): %w", dir, err)
 		}
