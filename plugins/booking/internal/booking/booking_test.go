@@ -120,6 +120,8 @@ func TestDescribe(t *testing.T) {
 		destructive bool
 		required    []string
 	}{
+		{"booking.add_resource", capgatev1.Kind_KIND_ACTION, "booking.admin", false, false,
+			[]string{"id", "name", "kind", "capacity", "slot_minutes", "opens", "closes"}},
 		{"booking.resources", capgatev1.Kind_KIND_READ, "catalogue.read", false, false, nil},
 		{"booking.availability", capgatev1.Kind_KIND_READ, "catalogue.read", false, false, []string{"resource_id"}},
 		{"booking.list", capgatev1.Kind_KIND_READ, "booking.read", false, false, nil},

@@ -129,6 +129,19 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		},
 	})
 
+	sdk.Add(p, sdk.Tool[AddResourceIn, Resource]{
+		Name: "booking.add_resource",
+		Description: "Add a bookable resource to the catalogue (operators only). It becomes searchable with " +
+			"platform.search and bookable with booking.create.",
+		Kind: sdk.Action, Pack: Pack, Permission: PermAdmin,
+		Handler: func(ctx context.Context, call sdk.Call, in AddResourceIn) (Resource, error) {
+			s, err := get()
+			if err != nil {
+				return Resource{}, err
+			}
+			return s.AddResource(ctx, call, in)
+		},
+	})
 	sdk.Add(p, sdk.Tool[ResourcesIn, ResourcesOut]{
 		Name:        "booking.resources",
 		Description: "List the bookable resources (rooms, desks, courts, …) with their slot length and opening hours (UTC).",
