@@ -130,7 +130,9 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 func (s *server) Start(ctx context.Context, req *capgatev1.StartRequest) (_ *capgatev1.StartResponse, err error) {
 	s.mu.Lock()
 	configured, started := s.configured, s.started
-	s.started = true
+	// Only a Start that will run OnStart counts: one refused as too early
+	// must not make the real one look like a repeat.
+	s.started = configured
 	env := s.env
 	s.mu.Unlock()
 	switch {
