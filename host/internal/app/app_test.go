@@ -18,7 +18,7 @@ import (
 	"github.com/capgate/capgate/host/internal/config"
 )
 
-var helloBin, leakyBin, bookingBin string
+var helloBin, leakyBin, bookingBin, searchBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capgate-app-*")
@@ -26,26 +26,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	helloBin = filepath.Join(dir, "capgate-plugin-hello")
-	cmd := exec.Command("go", "build", "-o", helloBin, "../../../plugins/hello")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build hello plugin:", err)
-		os.Exit(1)
-	}
-	leakyBin = filepath.Join(dir, "capgate-plugin-leaky")
-	cmd = exec.Command("go", "build", "-o", leakyBin, "../pluginhost/testdata/plugins/leaky")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build leaky plugin:", err)
-		os.Exit(1)
-	}
-	bookingBin = filepath.Join(dir, "capgate-plugin-booking")
-	cmd = exec.Command("go", "build", "-o", bookingBin, "../../../plugins/booking")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build booking plugin:", err)
-		os.Exit(1)
+	for _, b := range []struct {
+		bin *string
+		src string
+	}{
+		{&helloBin, "../../../plugins/hello"},
+		{&leakyBin, "../pluginhost/testdata/plugins/leaky"},
+		{&bookingBin, "../../../plugins/booking"},
+		{&searchBin, "../../../plugins/search"},
+	} {
+		*b.bin = filepath.Join(dir, "capgate-plugin-"+filepath.Base(b.src))
+		cmd := exec.Command("go", "build", "-o", *b.bin, b.src)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.src, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
