@@ -181,7 +181,7 @@ func mcpTool(t *testing.T, addr, token, name string, args any) (map[string]any, 
 // pollEvents returns "type/id" of each event token sees after cursor after.
 func pollEvents(t *testing.T, addr, token string, after float64) ([]string, float64) {
 	t.Helper()
-	out, msg := mcpTool(t, addr, token, "events.poll", map[string]any{"after": after, "limit": 20})
+	out, msg := mcpTool(t, addr, token, "events.poll", map[string]any{"after": after})
 	if msg != "" {
 		t.Fatalf("events.poll as %s: %s", token, msg)
 	}
