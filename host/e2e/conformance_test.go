@@ -64,7 +64,7 @@ const (
 	fixturePrompt = "fixture only: gets a prompt of the suite's reference server; " +
 		"capgate serves no prompts and does not declare the prompts capability"
 	fixtureResource = "fixture only: reads a resource of the suite's reference server (test://…); " +
-		"capgate serves no resources (its resources/list is empty)"
+		"capgate's resources are its catalogue records (capgate://entity/id), and the suite's test:// URIs are not among them"
 	fixtureInputRequired = "fixture only: calls the reference server's test_input_required_result_* tools " +
 		"(SEP-2322 multi-round input); no capgate capability asks the client for input"
 	notOffered = "not offered: capgate does not declare this capability, so it answers the method with " +
