@@ -40,6 +40,11 @@ func TestRun(t *testing.T) {
 		{name: "serve without -c", args: []string{"serve"}, code: 2, err: "usage: capgate serve -c FILE"},
 		{name: "serve with a bad file", args: []string{"serve", "-c", bad}, code: 1, err: "max_results"},
 		{name: "token without new", args: []string{"token"}, code: 2, err: "usage: capgate token new"},
+		{name: "search without reindex", args: []string{"search"}, code: 2, err: "usage: capgate search reindex -c FILE"},
+		{name: "search reindex without -c", args: []string{"search", "reindex"}, code: 2, err: "usage: capgate search reindex -c FILE"},
+		{name: "search reindex with a bad file", args: []string{"search", "reindex", "-c", bad}, code: 1, err: "max_results"},
+		{name: "search reindex without a search plugin", args: []string{"search", "reindex", "-c", good}, code: 1,
+			err: "provides platform.search: add the search plugin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
