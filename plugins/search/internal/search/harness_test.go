@@ -138,7 +138,8 @@ type tbWrap struct{ testing.TB }
 
 type runOpts struct {
 	dataDir  string
-	newBus   bool // a bus with a new id (as after a restart of an in-process bus)
+	newBus   bool       // a bus with a new id (as after a restart of an in-process bus)
+	busOf    testing.TB // the TB whose bus id to use (sdktest names a bus after its TB); t when nil
 	rebuild  bool
 	versions map[string]string
 	replay   []sdktest.Event // published before start, as a persistent bus still holds them
@@ -148,6 +149,9 @@ type runOpts struct {
 func run(t *testing.T, d *catalogueData, o runOpts) *env {
 	t.Helper()
 	var tb testing.TB = t
+	if o.busOf != nil {
+		tb = o.busOf
+	}
 	if o.newBus {
 		tb = &tbWrap{t}
 	}
