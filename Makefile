@@ -71,6 +71,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/mcp
 
 bench: build
+	$(GO) build -trimpath -o $(BIN)/capgate-search-floor ./plugins/search/cmd/search-floor
 	$(GO) test -run '^$$' -bench . -benchmem ./host/internal/mcp ./host/internal/dispatch ./host/internal/auth
 	$(GO) run ./host/cmd/capgate-bench -bin $(BIN) $(BENCHFLAGS)
 

@@ -88,7 +88,9 @@ func benchConfig(binDir, dataDir, listen string, withBooking bool) capgateConfig
 type capgateProc struct {
 	cmd     *exec.Cmd
 	base    string // http://127.0.0.1:PORT
+	dataDir string // capgate's data_dir
 	logPath string
+	started time.Time
 	exited  chan struct{}
 	waitErr error
 }
@@ -103,13 +105,23 @@ func (p *capgateProc) mcpURL() string { return p.base + capgatePath }
 // with the hello plugin and, when withBooking is set, the booking plugin. It
 // returns once /healthz answers 200.
 func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool, timeout time.Duration) (*capgateProc, error) {
-	abs, err := filepath.Abs(binDir)
-	if err != nil {
-		return nil, fmt.Errorf("resolve bin dir %q: %w", binDir, err)
-	}
 	bins := []string{capgateBin, helloPluginBin}
 	if withBooking {
 		bins = append(bins, bookingPluginBin)
+	}
+	return startCapgateWith(ctx, binDir, workDir, bins, func(abs, dataDir, listen string) capgateConfig {
+		return benchConfig(abs, dataDir, listen, withBooking)
+	}, timeout)
+}
+
+// startCapgateWith checks that bins are in binDir, writes the config that
+// config returns (given binDir made absolute, a fresh data directory and the
+// listen address) under workDir, starts capgate, and returns once /healthz
+// answers 200.
+func startCapgateWith(ctx context.Context, binDir, workDir string, bins []string, config func(abs, dataDir, listen string) capgateConfig, timeout time.Duration) (*capgateProc, error) {
+	abs, err := filepath.Abs(binDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve bin dir %q: %w", binDir, err)
 	}
 	for _, name := range bins {
 		if fi, err := os.Stat(filepath.Join(abs, name)); err != nil || fi.IsDir() {
@@ -132,7 +144,7 @@ func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool,
 		return nil, fmt.Errorf("create capgate data dir: %w", err)
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	cfg, err := yaml.Marshal(benchConfig(abs, dataDir, listen, withBooking))
+	cfg, err := yaml.Marshal(config(abs, dataDir, listen))
 	if err != nil {
 		return nil, fmt.Errorf("encode capgate config: %w", err)
 	}
@@ -153,10 +165,11 @@ func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool,
 	// Its own process group: a Ctrl-C at the terminal reaches only the
 	// bench, which then stops capgate and its plugins in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
-	p := &capgateProc{cmd: cmd, base: "http://" + listen, logPath: logPath, exited: make(chan struct{})}
+	p := &capgateProc{cmd: cmd, base: "http://" + listen, dataDir: dataDir, logPath: logPath, exited: make(chan struct{}), started: started}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)

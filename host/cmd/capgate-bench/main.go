@@ -24,9 +24,26 @@ const (
 	keyGoSDK   = "go-sdk"
 	keyMCPGo   = "mcp-go"
 	keyBooking = "booking"
+	// keySearch (search.go) selects the search rows.
 )
 
-var allKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
+// allKeys are the servers -only accepts.
+var allKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
+
+// greetKeys are the rows of the main table.
+var greetKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
+
+// rowKeys are the rows the selected servers produce: keySearch has two.
+func rowKeys(selected []string) []string {
+	var out []string
+	for _, k := range selected {
+		out = append(out, k)
+		if k == keySearch {
+			out = append(out, keySearchFloor)
+		}
+	}
+	return out
+}
 
 // options are the command-line settings.
 type options struct {
@@ -39,6 +56,9 @@ type options struct {
 	rounds       int
 	settle       time.Duration
 	startTimeout time.Duration
+	// The search rows' catalogue size and how long its index may take.
+	searchDocuments int
+	searchTimeout   time.Duration
 }
 
 func main() {
@@ -94,6 +114,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			b.measureInproc(ctx, k)
 		}
+		// Last: building the index is the heaviest setup, and what is
+		// left of its merging must not disturb the other servers.
+		if ctx.Err() == nil {
+			b.measureSearch(ctx)
+		}
 	}
 
 	env := environment{
@@ -108,9 +133,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		env.warmup = "none"
 	}
 	report(stdout, env, b.rows, opts.only)
+	if slices.Contains(opts.only, keySearch) {
+		searchReport(stdout, env, b.rows, b.search, opts.searchDocuments)
+	}
 
 	failed := false
-	for _, k := range opts.only {
+	for _, k := range rowKeys(opts.only) {
 		if !b.rows[k].ok() {
 			failed = true
 		}
@@ -127,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	o := &options{}
 	var only string
-	fs.StringVar(&o.bin, "bin", "./bin", "directory holding capgate, capgate-plugin-hello and (for the booking row) capgate-plugin-booking")
+	fs.StringVar(&o.bin, "bin", "./bin", "directory holding capgate, capgate-plugin-hello, (for the booking row) capgate-plugin-booking and (for the search rows) capgate-plugin-synthetic, capgate-plugin-search and capgate-search-floor")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured run per server (whole seconds)")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded warm-up run per server before the measured one (whole seconds; 0 for none)")
 	fs.IntVar(&o.connections, "connections", 64, "keep-alive connections held open by wrk")
@@ -136,6 +164,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&only, "only", strings.Join(allKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", "))
 	fs.DurationVar(&o.settle, "settle", 30*time.Second, "before each server, wait up to this long for other processes to leave the CPU idle (0: don't wait)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")
+	fs.IntVar(&o.searchDocuments, "search-documents", 100_000, "documents in the search rows' generated catalogue (1 to 1000000)")
+	fs.DurationVar(&o.searchTimeout, "search-ready-timeout", 15*time.Minute, "how long the search rows' index may take to build after capgate starts")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: capgate-bench [flags]\n\nMeasures capgate's MCP endpoint against reference servers with wrk.\n\nflags:")
 		fs.PrintDefaults()
@@ -157,6 +187,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.threads < 1 {
 		return nil, fmt.Errorf("-threads %d: must be at least 1", o.threads)
+	}
+	if o.searchDocuments < 1 || o.searchDocuments > 1_000_000 {
+		return nil, fmt.Errorf("-search-documents %d: must be between 1 and 1000000", o.searchDocuments)
+	}
+	if o.searchTimeout <= 0 {
+		return nil, fmt.Errorf("-search-ready-timeout %s: must be positive", o.searchTimeout)
 	}
 	if o.rounds < 1 {
 		return nil, fmt.Errorf("-rounds %d: must be at least 1", o.rounds)
@@ -186,6 +222,7 @@ type bench struct {
 	load    *load
 	workDir string
 	rows    map[string]*row
+	search  []searchRound // one per round of the search rows
 }
 
 func (b *bench) selected(k string) bool { return slices.Contains(b.opts.only, k) }

@@ -81,6 +81,9 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 	}
 	fmt.Fprintf(w, "\ncapgate bench: %s, -t%d -c%d keep-alive, warm-up %s, measured %s per server, one server at a time, %s; GOMAXPROCS=%d, %d CPUs, %s\n",
 		env.wrk, env.threads, env.connections, env.warmup, env.duration, rounds, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
+	if !slices.ContainsFunc(selected, func(k string) bool { return slices.Contains(greetKeys, k) }) {
+		return // only the search rows, which searchReport writes
+	}
 	fmt.Fprintf(w, "every server answers tools/call %s {name: %q}; every response body is checked; CPU columns are in cores\n\n", greetTool, greetName)
 
 	var baseRPS float64
@@ -92,7 +95,7 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 	// The text columns are padded here so that they read left-aligned in a
 	// right-aligned table.
 	var nameW, whatW int
-	for _, k := range allKeys {
+	for _, k := range greetKeys {
 		n, w := describe(k)
 		nameW, whatW = max(nameW, utf8.RuneCountInString(n)), max(whatW, utf8.RuneCountInString(w))
 	}
@@ -149,7 +152,7 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 	// Why a row failed, below the table so the table stays readable.
 	var notes []string
 	disturbed := false
-	for _, k := range allKeys {
+	for _, k := range greetKeys {
 		r := rows[k]
 		if r == nil || !slices.Contains(selected, k) {
 			continue

@@ -30,9 +30,12 @@ type load struct {
 
 // job is what one measured run sends and expects.
 type job struct {
-	name   string // for file names and messages
-	url    string
-	body   []byte
+	name string // for file names and messages
+	url  string
+	body []byte
+	// bodies, when set, are sent in turn instead of body: each wrk thread
+	// goes round the list from its own starting point.
+	bodies [][]byte
 	marker string   // every correct response body contains it
 	cpu    cpuProbe // the server's cumulative CPU time
 }
@@ -100,7 +103,11 @@ func wrkVersion(ctx context.Context, wrk string) string {
 // run warms the server up with a discarded run, then measures it.
 func (l *load) run(ctx context.Context, j job) (*result, error) {
 	script := filepath.Join(l.workDir, j.name+".lua")
-	if err := os.WriteFile(script, []byte(luaScript(j.body, j.marker)), 0o600); err != nil {
+	bodies := j.bodies
+	if len(bodies) == 0 {
+		bodies = [][]byte{j.body}
+	}
+	if err := os.WriteFile(script, []byte(luaScript(bodies, j.marker)), 0o600); err != nil {
 		return nil, fmt.Errorf("write wrk script: %w", err)
 	}
 	if l.warmup > 0 {
@@ -157,13 +164,15 @@ func wrkSeconds(d time.Duration) string {
 	return strconv.FormatInt(s, 10) + "s"
 }
 
-// luaScript returns the wrk script: it POSTs body with the bench headers on
-// every request, checks every response (status 200, body contains marker, no
-// tool error) and reports the counts when the run ends.
-func luaScript(body []byte, marker string) string {
+// luaScript returns the wrk script: it POSTs the bodies with the bench
+// headers (one body: the same on every request; several: each thread goes
+// round them from its own starting point), checks every response (status
+// 200, body contains marker, no tool error) and reports the counts when the
+// run ends.
+func luaScript(bodies [][]byte, marker string) string {
 	var b strings.Builder
 	b.WriteString("wrk.method = \"POST\"\n")
-	b.WriteString("wrk.body = " + luaQuote(string(body)) + "\n")
+	b.WriteString("wrk.body = " + luaQuote(string(bodies[0])) + "\n")
 	keys := make([]string, 0, 4)
 	h := headers()
 	for k := range h {
@@ -177,11 +186,41 @@ func luaScript(body []byte, marker string) string {
 	b.WriteString(`local threads = {}
 function setup(thread)
   table.insert(threads, thread)
+  thread:set("thread_no", #threads)
 end
-function init(args)
+`)
+	if len(bodies) > 1 {
+		b.WriteString("local bodies = {\n")
+		for _, body := range bodies {
+			b.WriteString("  " + luaQuote(string(body)) + ",\n")
+		}
+		b.WriteString(`}
+local requests = {}
+local next_request = 1
+function request()
+  local r = requests[next_request]
+  next_request = next_request % #requests + 1
+  return r
+end
+`)
+	}
+	b.WriteString(`function init(args)
   bad = 0
   checked = 0
-end
+`)
+	if len(bodies) > 1 {
+		// wrk.format sets Content-Length in the headers table it is given,
+		// so each request gets its own copy of wrk.headers (which holds
+		// Host by now).
+		b.WriteString(`  for i, body in ipairs(bodies) do
+    local h = {}
+    for k, v in pairs(wrk.headers) do h[k] = v end
+    requests[i] = wrk.format(nil, nil, h, body)
+  end
+  next_request = ((thread_no or 1) - 1) * 7 % #requests + 1
+`)
+	}
+	b.WriteString(`end
 function response(status, headers, body)
   checked = checked + 1
   if status ~= 200 or not string.find(body, marker, 1, true) or string.find(body, '"isError":true', 1, true) then

@@ -85,7 +85,9 @@ func Generate(i int, seed uint64) Item {
 	it := Item{ID: ID(i)}
 	switch i % 4 {
 	case 0, 1:
-		kind := kinds[(i/2)%len(kinds)]
+		// The resources' own sequence (positions 0, 1, 4, 5, 8, …)
+		// cycles through the kinds.
+		kind := kinds[((i/4)*2+i%4)%len(kinds)]
 		feats := features[kind]
 		name := pick(names)
 		it.Kind = "resource"

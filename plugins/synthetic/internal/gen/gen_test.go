@@ -35,10 +35,11 @@ func TestGenerateIsPure(t *testing.T) {
 	if reflect.DeepEqual(Generate(1234, 43), a) {
 		t.Error("another seed gives the same item")
 	}
-	kinds := map[string]int{}
+	kinds, resources := map[string]int{}, map[string]int{}
 	for i := range 400 {
 		it := Generate(i, 42)
 		kinds[it.Kind]++
+		resources[it.Fields["kind"]]++
 		if it.Title == "" || it.Description == "" || len(it.Fields) == 0 {
 			t.Fatalf("item %d incomplete: %+v", i, it)
 		}
@@ -48,6 +49,11 @@ func TestGenerateIsPure(t *testing.T) {
 	}
 	if kinds["resource"] != 200 || kinds["plan"] != 100 || kinds["class"] != 100 {
 		t.Errorf("kinds = %v", kinds)
+	}
+	for _, k := range []string{"room", "desk", "court", "studio"} {
+		if resources[k] != 50 {
+			t.Errorf("resource kinds = %v, want 50 of each", resources)
+		}
 	}
 }
 
@@ -98,10 +104,12 @@ func TestVocabularyShares(t *testing.T) {
 		return k
 	}
 	for word, want := range map[string][2]int{
-		"whiteboard": {n / 100, n / 10},
-		"beginners":  {n / 20, n / 5},
-		"annual":     {n / 20, n / 5},
-		"12345":      {1, 1},
+		"whiteboard":    {n / 100, n / 10},
+		"standing desk": {n / 100, n / 10},
+		"yoga mats":     {n / 100, n / 10},
+		"beginners":     {n / 20, n / 5},
+		"annual":        {n / 20, n / 5},
+		"12345":         {1, 1},
 	} {
 		if got := count(word); got < want[0] || got > want[1] {
 			t.Errorf("%q in %d of %d documents, want %d–%d", word, got, n, want[0], want[1])

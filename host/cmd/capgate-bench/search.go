@@ -1,0 +1,645 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+)
+
+// The search rows: capgate's platform.search over a generated catalogue,
+// and the same queries on the same index called in-process (the floor).
+const (
+	// keySearch selects both rows with -only; it is the capgate row's key.
+	keySearch = "search"
+	// keySearchFloor is the floor row's key; it is run with keySearch.
+	keySearchFloor = "search-floor"
+)
+
+// Binaries of the search rows, in the bin directory.
+const (
+	syntheticPluginBin = "capgate-plugin-synthetic"
+	searchPluginBin    = "capgate-plugin-search"
+	searchFloorBin     = "capgate-search-floor"
+)
+
+const (
+	searchTool = "platform.search"
+	// searchEntity is the synthetic plugin's entity type; every hit of
+	// every bench query is one.
+	searchEntity = "synthetic.item"
+	// searchPlugin is the search plugin's name in the bench config; its
+	// index lives in <data_dir>/plugins/<name>/index.
+	searchPlugin = "search"
+	// searchLimit is the limit of every bench search.
+	searchLimit = 10
+	// searchReadyLog is what the search plugin logs once its first full
+	// sync is done.
+	searchReadyLog = "search index ready"
+	// searchRole is the bench token's role in the search config.
+	searchRole = "reader"
+)
+
+// Targets of the search rows: capgate's platform.search keeps at least
+// searchMinRatio of the floor's throughput and adds at most searchMaxAddedP50
+// to its median latency.
+const (
+	searchMinRatio    = 0.8
+	searchMaxAddedP50 = 300 * time.Microsecond
+)
+
+// searchQueries are the bench queries: one- and two-word match queries in
+// the synthetic catalogue's vocabulary (features, sports, plan tiers and
+// perks, classes and levels, coaches, names and wings), each matching from
+// a few hundred to tens of thousands of the 100 000 documents, as a
+// catalogue search would.
+var searchQueries = []string{
+	"whiteboard", "floodlights", "natural light", "blackout blinds", "coffee machine",
+	"standing desk", "second monitor", "desk lamp", "docking station", "sprung floor",
+	"showers", "lockers", "spectator seating", "racket hire", "mirrors",
+	"sound system", "yoga mats", "piano", "tennis court", "squash",
+	"badminton", "basketball court", "volleyball", "padel", "premium annual",
+	"student monthly", "family plan", "business weekly", "guest passes", "priority support",
+	"towel service", "off-peak access", "class credits", "yoga beginners", "pilates",
+	"spinning advanced", "boxing", "zumba", "rowing", "climbing intermediate",
+	"swimming", "circuit training", "anna", "dmitri", "greta",
+	"cedar room", "maple studio", "willow desk", "north wing", "quiet room",
+}
+
+// searchIn is platform.search's input.
+type searchIn struct {
+	Query string `json:"query"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// searchOut is the part of platform.search's output the bench reads.
+type searchOut struct {
+	Hits []struct {
+		Entity string `json:"entity"`
+		ID     string `json:"id"`
+	} `json:"hits"`
+}
+
+// searchBodies are the tools/call bodies of the bench queries, in order.
+func searchBodies(queries []string) ([][]byte, error) {
+	out := make([][]byte, len(queries))
+	for i, q := range queries {
+		b, err := toolCallBody(searchTool, searchIn{Query: q, Limit: searchLimit})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// searchConfig is the configuration of the search rows: the synthetic
+// catalogue of documents items and the search plugin, the search pack on,
+// and the bench token reading the catalogue.
+func searchConfig(binDir, dataDir, listen string, documents int) capgateConfig {
+	return capgateConfig{
+		Enabled: true,
+		Listen:  listen,
+		DataDir: dataDir,
+		Tokens:  []tokenConfig{{Token: benchToken, Role: searchRole, Scope: "read"}},
+		Roles:   map[string][]string{searchRole: {"catalogue.read"}},
+		Packs:   map[string]bool{"search": true},
+		Plugins: []pluginConfig{
+			{Name: "synthetic", Path: filepath.Join(binDir, syntheticPluginBin), Config: map[string]any{"documents": documents}},
+			{Name: searchPlugin, Path: filepath.Join(binDir, searchPluginBin)},
+		},
+	}
+}
+
+// searchIndexDir is where the search plugin of a capgate with dataDir keeps
+// its index.
+func searchIndexDir(dataDir string) string {
+	return filepath.Join(dataDir, "plugins", searchPlugin, "index")
+}
+
+// lastItem is the id of the last synthetic item and the number its title
+// ends with, a word no other document holds.
+func lastItem(documents int) (id, word string) {
+	return fmt.Sprintf("item-%06d", documents-1), strconv.Itoa(documents - 1)
+}
+
+// searchRound is what one round learnt about the index.
+type searchRound struct {
+	build time.Duration // capgate start → every document searchable
+	size  int64         // bytes on disk once capgate stopped
+	// mismatched are the queries whose hits differ between capgate and
+	// the floor.
+	mismatched []string
+}
+
+// measureSearch runs the search rows once: it starts capgate with the
+// synthetic catalogue and the search plugin, waits for the index, measures
+// platform.search, stops capgate, and measures the floor on the index
+// capgate's search plugin built.
+func (b *bench) measureSearch(ctx context.Context) {
+	// The floor row comes with the search row; a failure of either ends
+	// both for the later rounds.
+	if !b.pending(keySearch) || (b.rows[keySearchFloor] != nil && b.rows[keySearchFloor].err != nil) {
+		return
+	}
+	failBoth := func(err error) {
+		b.fail(keySearch, err)
+		b.fail(keySearchFloor, err)
+	}
+	floor, err := filepath.Abs(filepath.Join(b.opts.bin, searchFloorBin))
+	if err == nil {
+		if _, err = os.Stat(floor); err != nil {
+			err = fmt.Errorf("%s not found (make bench builds it: go build -o %s ./plugins/search/cmd/search-floor): %w", searchFloorBin, floor, err)
+		}
+	}
+	if err != nil {
+		failBoth(err)
+		return
+	}
+	bodies, err := searchBodies(searchQueries)
+	if err != nil {
+		failBoth(err)
+		return
+	}
+	docs := b.opts.searchDocuments
+	p, err := startCapgateWith(ctx, b.opts.bin, b.workDir,
+		[]string{capgateBin, syntheticPluginBin, searchPluginBin},
+		func(abs, dataDir, listen string) capgateConfig { return searchConfig(abs, dataDir, listen, docs) },
+		b.opts.startTimeout)
+	if err != nil {
+		failBoth(fmt.Errorf("start capgate: %w", err))
+		return
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := p.stop(); err != nil {
+			slog.Warn("stop capgate", "err", err)
+		}
+	}
+	defer stop()
+
+	slog.Info("waiting for the search index", "documents", docs, "timeout", b.opts.searchTimeout)
+	build, err := waitSearchReady(ctx, p, docs, b.opts.searchTimeout)
+	if err != nil {
+		failBoth(fmt.Errorf("%w\ncapgate log (%s):\n%s", err, p.logPath, tailFile(p.logPath, 40)))
+		return
+	}
+	slog.Info("search index ready", "documents", docs, "build", build.Round(time.Millisecond))
+	round := searchRound{build: build}
+	capgateHits, err := searchHits(ctx, p.mcpURL(), searchQueries)
+	if err != nil {
+		failBoth(err)
+		return
+	}
+	b.measure(ctx, keySearch, job{name: keySearch, url: p.mcpURL(), bodies: bodies, marker: searchEntity, cpu: p.cpu})
+	stop()
+	if ctx.Err() != nil {
+		return
+	}
+
+	dir := searchIndexDir(p.dataDir)
+	if round.size, err = dirSize(dir); err != nil {
+		b.fail(keySearchFloor, err)
+		return
+	}
+	qf := filepath.Join(b.workDir, "search-queries.txt")
+	if err := os.WriteFile(qf, []byte(strings.Join(searchQueries, "\n")+"\n"), 0o600); err != nil {
+		b.fail(keySearchFloor, fmt.Errorf("write queries: %w", err))
+		return
+	}
+	fl := &floorRun{bin: floor, index: dir, queries: qf, concurrency: b.load.connections, warmup: b.load.warmup, duration: b.load.duration}
+	floorHits, err := fl.check(ctx)
+	if err != nil {
+		b.fail(keySearchFloor, err)
+		return
+	}
+	round.mismatched = mismatches(searchQueries, capgateHits, floorHits)
+	if len(round.mismatched) > 0 {
+		slog.Warn("capgate and the floor answer some queries differently", "queries", round.mismatched)
+	}
+	b.search = append(b.search, round)
+	if b.opts.settle > 0 {
+		if _, err := waitQuiet(ctx, b.opts.settle); err != nil {
+			b.fail(keySearchFloor, fmt.Errorf("wait for a quiet machine: %w", err))
+			return
+		}
+	}
+	slog.Info("measuring", "server", keySearchFloor, "index", dir, "warmup", wrkSeconds(b.load.warmup), "duration", wrkSeconds(b.load.duration))
+	res, err := fl.run(ctx)
+	if err != nil {
+		b.fail(keySearchFloor, err)
+		return
+	}
+	b.row(keySearchFloor).runs = append(b.row(keySearchFloor).runs, res)
+	if !res.valid() {
+		slog.Error("invalid run", "server", keySearchFloor, "problem", res.problem())
+	}
+	slog.Info("measured", "server", keySearchFloor, "rps", fmt.Sprintf("%.0f", res.rps), "p50", res.p50, "p99", res.p99,
+		"server_cpu", fmt.Sprintf("%.2f", res.cpu.server), "others_cpu", fmt.Sprintf("%.2f", res.cpu.others))
+}
+
+// waitSearchReady waits until every synthetic document is searchable
+// through capgate and returns how long after capgate's start that was. The
+// index is ready when the search plugin logs that it is, or when the last
+// document (synced last, as documents are listed in id order) is found.
+func waitSearchReady(ctx context.Context, p *capgateProc, documents int, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	lastID, word := lastItem(documents)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		logged := logContains(p.logPath, searchReadyLog)
+		found, err := searchFinds(ctx, p.mcpURL(), word, lastID)
+		at := time.Since(p.started)
+		switch {
+		case found:
+			return at, nil
+		case logged && err == nil:
+			return 0, fmt.Errorf("the search plugin logged %q but %s does not find %s (query %q)", searchReadyLog, searchTool, lastID, word)
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("%s %q does not find %s yet", searchTool, word, lastID)
+		}
+		select {
+		case <-p.exited:
+			return 0, fmt.Errorf("capgate exited while the index was being built: %v", p.waitErr)
+		case <-ctx.Done():
+			return 0, fmt.Errorf("search index not ready %s after capgate started: %w", timeout, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// searchFinds reports whether platform.search for query finds the
+// synthetic item id among its hits.
+func searchFinds(ctx context.Context, url, query, id string) (bool, error) {
+	hits, err := searchOnce(ctx, url, query)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(hits, searchEntity+"/"+id), nil
+}
+
+// searchOnce calls platform.search and returns its hits as entity/id.
+func searchOnce(ctx context.Context, url, query string) ([]string, error) {
+	out, err := callTool(ctx, url, searchTool, searchIn{Query: query, Limit: searchLimit})
+	if err != nil {
+		return nil, err
+	}
+	var res searchOut
+	if err := json.Unmarshal(out, &res); err != nil {
+		return nil, fmt.Errorf("%s output %s: %w", searchTool, snippet(out), err)
+	}
+	ids := make([]string, len(res.Hits))
+	for i, h := range res.Hits {
+		ids[i] = h.Entity + "/" + h.ID
+	}
+	return ids, nil
+}
+
+// searchHits runs every query once through capgate and returns the hits of
+// each; a query that finds nothing is an error, as the load run would count
+// every one of its answers wrong.
+func searchHits(ctx context.Context, url string, queries []string) (map[string][]string, error) {
+	out := make(map[string][]string, len(queries))
+	for _, q := range queries {
+		hits, err := searchOnce(ctx, url, q)
+		if err != nil {
+			return nil, err
+		}
+		if len(hits) == 0 {
+			return nil, fmt.Errorf("%s %q finds nothing in the synthetic catalogue", searchTool, q)
+		}
+		out[q] = hits
+	}
+	return out, nil
+}
+
+// mismatches lists the queries whose hits differ between a and b.
+func mismatches(queries []string, a, b map[string][]string) []string {
+	var out []string
+	for _, q := range queries {
+		if !slices.Equal(a[q], b[q]) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// logContains reports whether the file at path contains s.
+func logContains(path, s string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(b, []byte(s))
+}
+
+// dirSize is the total size of the files under dir.
+func dirSize(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			total += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("size of the index %s: %w", dir, err)
+	}
+	return total, nil
+}
+
+// floorRun runs the search-floor program on an index.
+type floorRun struct {
+	bin, index, queries string
+	concurrency         int
+	warmup, duration    time.Duration
+}
+
+func (f *floorRun) args(extra ...string) []string {
+	return append([]string{"-index", f.index, "-queries", f.queries, "-limit", strconv.Itoa(searchLimit)}, extra...)
+}
+
+// check runs every query once on the index and returns the hits of each.
+func (f *floorRun) check(ctx context.Context) (map[string][]string, error) {
+	cmd := exec.CommandContext(ctx, f.bin, f.args("-check")...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s -check: %w: %s", f.bin, err, stderr.String())
+	}
+	out := map[string][]string{}
+	dec := json.NewDecoder(&stdout)
+	for dec.More() {
+		var c struct {
+			Query string   `json:"query"`
+			IDs   []string `json:"ids"`
+		}
+		if err := dec.Decode(&c); err != nil {
+			return nil, fmt.Errorf("%s -check output: %w", f.bin, err)
+		}
+		out[c.Query] = c.IDs
+	}
+	return out, nil
+}
+
+// floorOutput is what search-floor prints after a measured run.
+type floorOutput struct {
+	Documents   uint64  `json:"documents"`
+	Concurrency int     `json:"concurrency"`
+	Requests    int64   `json:"requests"`
+	Seconds     float64 `json:"seconds"`
+	RPS         float64 `json:"rps"`
+	P50Micros   int64   `json:"p50_us"`
+	P99Micros   int64   `json:"p99_us"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	Errors      int64   `json:"errors"`
+	Empty       int64   `json:"empty"`
+	FirstError  string  `json:"first_error"`
+}
+
+// run measures the floor: a warm-up and a measured run, as wrk does for
+// the servers. Other processes' CPU is the machine's busy time over the
+// whole program less the program's own.
+func (f *floorRun) run(ctx context.Context) (*result, error) {
+	cmd := exec.CommandContext(ctx, f.bin, f.args(
+		"-concurrency", strconv.Itoa(f.concurrency),
+		"-warmup", f.warmup.String(),
+		"-duration", wrkSeconds(f.duration))...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	busy0, err := machineBusy()
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", f.bin, err, stderr.String())
+	}
+	wall := time.Since(t0)
+	busy1, err := machineBusy()
+	if err != nil {
+		return nil, err
+	}
+	own := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return parseFloor(stdout.Bytes(), busy1-busy0-own, wall)
+}
+
+// parseFloor turns search-floor's output into a result; others is the CPU
+// other processes used over wall.
+func parseFloor(out []byte, others, wall time.Duration) (*result, error) {
+	var o floorOutput
+	if err := json.Unmarshal(bytes.TrimSpace(out), &o); err != nil {
+		return nil, fmt.Errorf("search-floor output %q: %w", snippet(out), err)
+	}
+	if o.Seconds <= 0 {
+		return nil, fmt.Errorf("search-floor output %q: no measured time", snippet(out))
+	}
+	if o.FirstError != "" {
+		slog.Error("search failed in the floor", "err", o.FirstError)
+	}
+	r := &result{
+		requests: o.Requests,
+		rps:      o.RPS,
+		p50:      time.Duration(o.P50Micros) * time.Microsecond,
+		p99:      time.Duration(o.P99Micros) * time.Microsecond,
+		checked:  o.Requests,
+		// An error or an empty result is a wrong answer, as the wrk
+		// script counts them for capgate.
+		bad: o.Errors + o.Empty,
+		cpu: cpuUse{server: o.CPUSeconds / o.Seconds},
+	}
+	if wall > 0 {
+		r.cpu.others = max(0, others.Seconds()/wall.Seconds())
+	}
+	return r, nil
+}
+
+// medianDuration is the median of d (the mean of the middle two for an
+// even count).
+func medianDuration(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// searchReport writes the search rows, the index's build time and size,
+// and the two targets.
+func searchReport(w io.Writer, env environment, rows map[string]*row, rounds []searchRound, documents int) {
+	fmt.Fprintf(w, "\nsearch: %s on a generated catalogue of %s documents (%s), %d one- and two-word queries in turn, limit %d;\n",
+		searchTool, thousands(float64(documents)), searchEntity, len(searchQueries), searchLimit)
+	fmt.Fprintf(w, "the floor runs the same queries on the same index (the one capgate's search plugin built, after capgate stopped) in-process, from %d goroutines, no HTTP\n\n", env.connections)
+
+	capgate, floor := rows[keySearch], rows[keySearchFloor]
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	names := [][2]string{
+		{"platform.search (capgate)", "HTTP → adapter → gate → gRPC plugin → bleve"},
+		{"bleve direct (floor)", "index.Search in-process"},
+	}
+	var nameW, whatW int
+	for _, n := range names {
+		nameW, whatW = max(nameW, utf8.RuneCountInString(n[0])), max(whatW, utf8.RuneCountInString(n[1]))
+	}
+	pad := func(s string, n int) string { return s + strings.Repeat(" ", n-utf8.RuneCountInString(s)) }
+	head := pad("search", nameW) + "\t" + pad("", whatW) + "\treq/s\tp50\tp99\t÷ floor\tCPU\tothers' CPU\t"
+	if env.rounds > 1 {
+		head += "undisturbed\treq/s range (all)\t"
+	}
+	fmt.Fprintln(tw, head)
+	for i, r := range []*row{capgate, floor} {
+		name, what := pad(names[i][0], nameW), pad(names[i][1], whatW)
+		switch {
+		case r == nil || (r.err == nil && len(r.runs) == 0):
+			fmt.Fprintf(tw, "%s\t%s\tnot run\t\t\t\t\t\t\n", name, what)
+			continue
+		case r.err != nil:
+			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\n", name, what)
+			continue
+		}
+		ratio := "-"
+		if floor.ok() && floor.rps() > 0 {
+			ratio = fmt.Sprintf("%.2f×", r.rps()/floor.rps())
+		}
+		rps := thousands(r.rps())
+		if !r.ok() {
+			rps = "INVALID " + rps
+		}
+		others := fmt.Sprintf("%.2f", r.othersCPU())
+		if r.othersCPU() > busyOthers {
+			others += " !"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", name, what, rps, latency(r.p50()), latency(r.p99()), ratio, r.serverCPU(), others)
+		if env.rounds > 1 {
+			lo, hi := r.rpsRange()
+			fmt.Fprintf(tw, "%d/%d\t%s–%s\t", r.quiet(), len(r.runs), thousands(lo), thousands(hi))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	if len(rounds) > 0 {
+		builds, sizes := make([]time.Duration, len(rounds)), make([]time.Duration, len(rounds))
+		for i, r := range rounds {
+			builds[i], sizes[i] = r.build, time.Duration(r.size)
+		}
+		fmt.Fprintf(w, "index: %s documents searchable %s after capgate started (full sync from the synthetic plugin through the host); %.1f MB on disk",
+			thousands(float64(documents)), buildTime(medianDuration(builds)), float64(medianDuration(sizes))/1e6)
+		if len(rounds) > 1 {
+			fmt.Fprintf(w, " (medians of %d builds)", len(rounds))
+		}
+		fmt.Fprintln(w)
+		var mism []string
+		for _, r := range rounds {
+			for _, q := range r.mismatched {
+				if !slices.Contains(mism, q) {
+					mism = append(mism, q)
+				}
+			}
+		}
+		if len(mism) > 0 {
+			fmt.Fprintf(w, "! capgate and the floor returned different hits for %d queries (%s): they may not run the same search\n", len(mism), strings.Join(mism, ", "))
+		}
+	}
+	for _, x := range []struct {
+		name string
+		r    *row
+	}{{"platform.search (capgate)", capgate}, {"bleve direct (floor)", floor}} {
+		switch {
+		case x.r == nil:
+		case x.r.err != nil:
+			fmt.Fprintf(w, "%s FAILED: %v\n", x.name, x.r.err)
+		case len(x.r.runs) > 0 && !x.r.ok():
+			fmt.Fprintf(w, "%s INVALID (not a measurement): %s\n", x.name, x.r.problem())
+		case x.r.othersCPU() > busyOthers:
+			fmt.Fprintf(w, "! other processes used more than %.1f cores during the %s run: its numbers are lower than on a quiet machine\n", busyOthers, x.name)
+		}
+	}
+	for _, l := range searchTargetLines(capgate, floor) {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// searchTargetLines judges the search targets: PASS or FAIL, or FAIL
+// saying which row was not measured.
+func searchTargetLines(capgate, floor *row) []string {
+	goalRatio := fmt.Sprintf("platform.search ≥ %s× bleve direct", strconv.FormatFloat(searchMinRatio, 'f', -1, 64))
+	goalP50 := fmt.Sprintf("added p50 ≤ %s", latency(searchMaxAddedP50))
+	for _, x := range []struct {
+		name string
+		r    *row
+	}{{"platform.search (capgate)", capgate}, {"bleve direct (floor)", floor}} {
+		var why string
+		switch {
+		case x.r == nil || x.r.err != nil || len(x.r.runs) == 0:
+			why = x.name + " was not measured"
+		case !x.r.ok():
+			why = fmt.Sprintf("%s's run was invalid (%s)", x.name, x.r.problem())
+		default:
+			continue
+		}
+		return []string{"FAIL  " + goalRatio + ": " + why, "FAIL  " + goalP50 + ": " + why}
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "FAIL"
+	}
+	c, f := capgate.rps(), floor.rps()
+	added := capgate.p50() - floor.p50()
+	return []string{
+		fmt.Sprintf("%s  %s: capgate %s req/s vs floor %s req/s = %.2f× (needs ≥ %.2f×)",
+			verdict(c >= searchMinRatio*f), goalRatio, thousands(c), thousands(f), c/f, searchMinRatio),
+		fmt.Sprintf("%s  %s: capgate p50 %s − floor p50 %s = %s (needs ≤ %s)",
+			verdict(added <= searchMaxAddedP50), goalP50, latency(capgate.p50()), latency(floor.p50()), signedLatency(added), latency(searchMaxAddedP50)),
+	}
+}
+
+// signedLatency is latency with a minus sign for a negative d.
+func signedLatency(d time.Duration) string {
+	if d < 0 {
+		return "−" + latency(-d)
+	}
+	return latency(d)
+}
+
+// buildTime renders an index build time.
+func buildTime(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
