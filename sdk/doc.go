@@ -22,6 +22,39 @@
 // the caller. A handler still checks what only it can know (that a time slot
 // exists, that a record is in the right state).
 //
+// # Lifecycle
+//
+// The host runs every plugin through the same steps: configure (OnConfigure
+// gets the Env: data directory, config block, logger, max_results), describe
+// (the host registers the capabilities and entity types), start (once every
+// plugin is configured and described, OnStart runs with the same Env), then
+// calls, and finally close (the OnClose functions, last registered first).
+// An error from OnConfigure or OnStart stops the host's start-up. The Env's
+// Publish works from OnConfigure on; its Catalogue, Documents, Record and
+// Subscribe answer from OnStart on, when the other plugins are up.
+//
+// # Catalogue entities
+//
+// A plugin that owns public records (rooms, products, articles) declares
+// their type with ProvideEntity, giving functions that page through their
+// search documents, fetch documents by id and return a full record. Search
+// indexes them, and platform.get and MCP resources/read return the records,
+// all through the gate. Publish "catalogue.upsert" or "catalogue.delete"
+// events after each change so indexes stay current, and bump
+// Entity.Version when the documents' text changes shape.
+//
+//	p.ProvideEntity(sdk.Entity{
+//		Name: "shop.product", Description: "a product in the shop", Version: "1",
+//		List:   store.ProductDocuments,     // (ctx, after, limit): sorted by id
+//		Get:    store.ProductDocumentsByID, // (ctx, ids): those that exist
+//		Record: store.Product,              // (ctx, id): a JSON object or NotFound
+//	})
+//
+// A plugin that uses other plugins' catalogues (an indexer) reads them in
+// OnStart through Env.Catalogue, Env.Documents and Env.Record, and follows
+// changes with Env.Subscribe in a goroutine that OnClose stops.
+//
 // Package sdktest runs a plugin through the same gRPC contract in-process,
-// so a plugin's tests need no built binary and no host.
+// so a plugin's tests need no built binary and no host; its Host runs
+// several plugins that use each other.
 package sdk

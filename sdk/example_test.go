@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/capgate/capgate/sdk"
@@ -35,4 +36,73 @@ func Example() {
 	})
 	fmt.Println(p.Name())
 	// Output: greeter
+}
+
+// room is a record the example plugin owns.
+type room struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Seats int    `json:"seats"`
+}
+
+// A plugin that provides a catalogue entity type: its documents are what
+// search indexes, its records what platform.get returns. The rooms here
+// are sorted by id, as List must page them.
+func ExamplePlugin_ProvideEntity() {
+	rooms := []room{
+		{ID: "room-a", Name: "Aurora", Seats: 8},
+		{ID: "room-b", Name: "Borealis", Seats: 3},
+		{ID: "room-c", Name: "Cirrus", Seats: 16},
+	}
+	doc := func(r room) sdk.Document {
+		return sdk.Document{ID: r.ID, Title: r.Name, Body: fmt.Sprintf("Meeting room for %d.", r.Seats)}
+	}
+	find := func(id string) (room, bool) {
+		i, ok := slices.BinarySearchFunc(rooms, id, func(r room, id string) int { return strings.Compare(r.ID, id) })
+		if !ok {
+			return room{}, false
+		}
+		return rooms[i], true
+	}
+	entity := sdk.Entity{
+		Name:        "office.room",
+		Description: "a meeting room; book it with office.book",
+		Version:     "1",
+		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+			var docs []sdk.Document
+			for _, r := range rooms {
+				if r.ID > after && len(docs) < limit {
+					docs = append(docs, doc(r))
+				}
+			}
+			return docs, nil
+		},
+		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
+			var docs []sdk.Document
+			for _, id := range ids {
+				if r, ok := find(id); ok {
+					docs = append(docs, doc(r))
+				}
+			}
+			return docs, nil
+		},
+		Record: func(ctx context.Context, id string) (any, error) {
+			r, ok := find(id)
+			if !ok {
+				return nil, sdk.NotFound("no room %q", id)
+			}
+			return r, nil
+		},
+	}
+	p := sdk.New("office", "1.0.0")
+	p.ProvideEntity(entity)
+
+	// The host pages through the documents to index them.
+	page, _ := entity.List(context.Background(), "room-a", 10)
+	for _, d := range page {
+		fmt.Println(d.ID, d.Title, d.Body)
+	}
+	// Output:
+	// room-b Borealis Meeting room for 3.
+	// room-c Cirrus Meeting room for 16.
 }
