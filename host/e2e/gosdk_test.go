@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,15 +21,39 @@ import (
 // protocolVersions are the MCP revisions capgate serves.
 var protocolVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}
 
-// The booking capabilities, by what they do.
+// The capabilities of the booking and search packs, by what they do.
 var (
 	bookingReads   = []string{"booking.availability", "booking.get", "booking.list", "booking.resources"}
 	bookingActions = []string{"booking.cancel", "booking.create"}
 	bookingAll     = sortedUnion(bookingReads, bookingActions)
+	// searchTools are the search pack's capabilities: reads under
+	// catalogue.read, which every role of the test config holds.
+	searchTools = []string{"platform.get", "platform.list", "platform.search"}
+	// allTools is every capability; readTools those a read scope, or a
+	// token bound to no user, may call.
+	allTools  = sortedUnion(bookingAll, searchTools)
+	readTools = sortedUnion(bookingReads, searchTools)
+	// adminTools adds what only the admin role (booking.admin) may call.
+	adminTools = sortedUnion(allTools, []string{"booking.add_resource"})
 	// guestTools are the capabilities under the catalogue.read permission,
 	// the only one the guest role holds.
-	guestTools = []string{"booking.availability", "booking.resources"}
+	guestTools = sortedUnion([]string{"booking.availability", "booking.resources"}, searchTools)
 )
+
+// The catalogue as the search pack and MCP resources show it.
+const (
+	catalogueEntity = "booking.resource"
+	// recordTemplate is the one resource template: a record per entity
+	// type the booking plugin provides.
+	recordTemplate = "capgate://" + catalogueEntity + "/{id}"
+	// demoResource is a resource of the demo seed, found by its name.
+	demoResource = "room-aurora"
+	// maxResults is the host's max_results (its default: the test config
+	// sets none), the most items one resources/list page may hold.
+	maxResults = 20
+)
+
+func recordURI(id string) string { return "capgate://" + catalogueEntity + "/" + id }
 
 func sortedUnion(a, b []string) []string {
 	return slices.Sorted(slices.Values(append(slices.Clone(a), b...)))
@@ -232,12 +258,12 @@ func TestGoSDKClient(t *testing.T) {
 
 			// Each token sees exactly the tools its gate lets it call.
 			wantTools := map[string][]string{
-				tokenAlice:   bookingAll,
-				tokenBob:     bookingAll,
-				tokenAdmin:   bookingAll,
-				tokenReader:  bookingReads, // read scope: no actions
-				tokenService: bookingReads, // bound to no user: no actions
-				tokenGuest:   guestTools,   // catalogue.read only
+				tokenAlice:   allTools,
+				tokenBob:     allTools,
+				tokenAdmin:   adminTools,
+				tokenReader:  readTools,  // read scope: no actions
+				tokenService: readTools,  // bound to no user: no actions
+				tokenGuest:   guestTools, // catalogue.read only
 			}
 			sessions := map[string]*session{tokenAlice: alice}
 			for _, tok := range []string{tokenBob, tokenReader, tokenService, tokenGuest, tokenAdmin} {
@@ -309,8 +335,214 @@ func TestGoSDKClient(t *testing.T) {
 			if r := callTool(t, alice, "booking.nope", nil); r.rpcErr == nil || r.rpcErr.Code != -32602 {
 				t.Errorf("unknown tool: got %+v, want JSON-RPC error -32602", r)
 			}
+
+			// The catalogue, searched and read as tools and as resources,
+			// by a customer and by a guest (catalogue.read is all it holds).
+			// Every token of the test config holds catalogue.read, so there
+			// is no refusal to check here.
+			for _, tok := range []string{tokenAlice, tokenGuest} {
+				checkCatalogue(t, sessions[tok], tok, version)
+			}
 		})
 	}
+}
+
+// catalogue is booking.resources' list: each resource's full record by id.
+func catalogue(t *testing.T, s *session, who string) map[string]json.RawMessage {
+	t.Helper()
+	var out struct {
+		Resources []json.RawMessage `json:"resources"`
+	}
+	callTool(t, s, "booking.resources", nil).mustSucceed(t, "booking.resources as "+who, &out)
+	records := map[string]json.RawMessage{}
+	for _, r := range out.Resources {
+		var head struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(r, &head); err != nil || head.ID == "" || records[head.ID] != nil {
+			t.Fatalf("booking.resources as %s: a resource without an id of its own: %s", who, r)
+		}
+		records[head.ID] = r
+	}
+	if records[demoResource] == nil {
+		t.Fatalf("booking.resources as %s: no %s among %d resources", who, demoResource, len(records))
+	}
+	return records
+}
+
+// searchHit is one hit of platform.search.
+type searchHit struct {
+	Entity  string  `json:"entity"`
+	ID      string  `json:"id"`
+	Title   string  `json:"title"`
+	Snippet string  `json:"snippet"`
+	Score   float64 `json:"score"`
+}
+
+func search(t *testing.T, s *session, who, query string) []searchHit {
+	t.Helper()
+	var out struct {
+		Hits []searchHit `json:"hits"`
+	}
+	callTool(t, s, "platform.search", map[string]any{"query": query}).mustSucceed(t, "platform.search "+strconv.Quote(query)+" as "+who, &out)
+	return out.Hits
+}
+
+// checkCatalogue checks, as who, that the booking catalogue is the same
+// whichever way it is read: platform.search finds a resource by its name
+// (and through a typo), platform.get returns the record booking.resources
+// shows, and the MCP resources (one template, every record listed once
+// across pages, a record read by URI) say the same.
+func checkCatalogue(t *testing.T, s *session, who, version string) {
+	t.Helper()
+	records := catalogue(t, s, who)
+	var want struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(records[demoResource], &want); err != nil || want.Name == "" {
+		t.Fatalf("booking.resources as %s: %s has no name: %s", who, demoResource, records[demoResource])
+	}
+
+	// Search: the name finds the resource first, and a one-letter typo
+	// still finds it.
+	hits := search(t, s, who, "aurora")
+	if len(hits) == 0 || hits[0].Entity != catalogueEntity || hits[0].ID != demoResource {
+		t.Errorf("platform.search \"aurora\" as %s: hits %+v, want %s/%s first", who, hits, catalogueEntity, demoResource)
+	} else if hits[0].Title != want.Name || hits[0].Score <= 0 {
+		t.Errorf("platform.search \"aurora\" as %s: first hit %+v, want title %q and a positive score", who, hits[0], want.Name)
+	}
+	if hits := search(t, s, who, "auroa"); !slices.ContainsFunc(hits, func(h searchHit) bool {
+		return h.Entity == catalogueEntity && h.ID == demoResource
+	}) {
+		t.Errorf("platform.search \"auroa\" (a typo) as %s: hits %+v, want %s among them", who, hits, demoResource)
+	}
+
+	// platform.get returns the record booking.resources shows.
+	var got struct {
+		Entity string          `json:"entity"`
+		ID     string          `json:"id"`
+		Record json.RawMessage `json:"record"`
+	}
+	callTool(t, s, "platform.get", map[string]any{"entity": catalogueEntity, "id": demoResource}).
+		mustSucceed(t, "platform.get "+demoResource+" as "+who, &got)
+	if got.Entity != catalogueEntity || got.ID != demoResource || !jsonEqual(got.Record, records[demoResource]) {
+		t.Errorf("platform.get %s as %s = %s %s %s, want the record booking.resources shows: %s",
+			demoResource, who, got.Entity, got.ID, got.Record, records[demoResource])
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// One resource template, for the one entity type provided.
+	tmpls, err := s.ListResourceTemplates(ctx, nil)
+	if err != nil {
+		t.Fatalf("resources/templates/list as %s: %v", who, err)
+	}
+	if len(tmpls.ResourceTemplates) != 1 || tmpls.ResourceTemplates[0].URITemplate != recordTemplate ||
+		tmpls.ResourceTemplates[0].MIMEType != "application/json" {
+		b, _ := json.Marshal(tmpls.ResourceTemplates)
+		t.Errorf("resources/templates/list as %s = %s, want the one template %s (application/json)", who, b, recordTemplate)
+	}
+
+	// resources/list, page by page: every resource exactly once, no page
+	// longer than max_results, so a catalogue longer than that takes
+	// several pages.
+	seen := map[string]int{}
+	pages := 0
+	params := &mcp.ListResourcesParams{}
+	for {
+		pages++
+		if pages > 1000 {
+			t.Fatalf("resources/list as %s: still a next cursor after 1000 pages", who)
+		}
+		page, err := s.ListResources(ctx, params)
+		if err != nil {
+			t.Fatalf("resources/list page %d as %s: %v", pages, who, err)
+		}
+		if len(page.Resources) > maxResults {
+			t.Errorf("resources/list page %d as %s: %d resources, more than max_results %d", pages, who, len(page.Resources), maxResults)
+		}
+		for _, r := range page.Resources {
+			id, ok := strings.CutPrefix(r.URI, recordURI(""))
+			if !ok || id == "" || r.Name != id || r.MIMEType != "application/json" {
+				t.Errorf("resources/list as %s: resource %+v, want %s with name <id>, application/json", who, r, recordURI("<id>"))
+				continue
+			}
+			seen[id]++
+			// The title arrived with 2025-06-18; before it, the
+			// description carries it.
+			title := r.Title
+			if version < "2025-06-18" {
+				title = r.Description
+			}
+			var rec struct {
+				Name string `json:"name"`
+			}
+			if json.Unmarshal(records[id], &rec); records[id] != nil && title != rec.Name {
+				t.Errorf("resources/list as %s: %s titled %q, want its name %q", who, r.URI, title, rec.Name)
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		params = &mcp.ListResourcesParams{Cursor: page.NextCursor}
+	}
+	for id, n := range seen {
+		switch {
+		case records[id] == nil:
+			t.Errorf("resources/list as %s: %s, which booking.resources does not list", who, recordURI(id))
+		case n != 1:
+			t.Errorf("resources/list as %s: %s listed %d times", who, recordURI(id), n)
+		}
+	}
+	for id := range records {
+		if seen[id] == 0 {
+			t.Errorf("resources/list as %s: %s missing", who, recordURI(id))
+		}
+	}
+	if min := (len(records) + maxResults - 1) / maxResults; pages < min {
+		t.Errorf("resources/list as %s: %d resources in %d pages, want at least %d of at most %d", who, len(records), pages, min, maxResults)
+	}
+
+	// resources/read of a record is the record platform.get returns.
+	read, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: recordURI(demoResource)})
+	if err != nil {
+		t.Fatalf("resources/read %s as %s: %v", recordURI(demoResource), who, err)
+	}
+	if len(read.Contents) != 1 {
+		t.Fatalf("resources/read %s as %s: %d contents, want 1", recordURI(demoResource), who, len(read.Contents))
+	}
+	c := read.Contents[0]
+	if c.URI != recordURI(demoResource) || c.MIMEType != "application/json" || !jsonEqual([]byte(c.Text), got.Record) {
+		t.Errorf("resources/read %s as %s = %s %s %s, want platform.get's record %s", recordURI(demoResource), who, c.URI, c.MIMEType, c.Text, got.Record)
+	}
+
+	// A record that does not exist is the revision's resource-not-found
+	// error: -32002 until 2025-11-25, -32602 since 2026-07-28.
+	missing := recordURI("no-such-resource")
+	if _, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: missing}); err == nil {
+		t.Errorf("resources/read %s as %s: no error", missing, who)
+	} else {
+		wantCode := int64(-32002)
+		if version >= "2026-07-28" {
+			wantCode = -32602
+		}
+		var resp struct {
+			Error *jsonrpc.Error `json:"error"`
+		}
+		if json.Unmarshal(s.wire.lastBody(), &resp) != nil || resp.Error == nil || resp.Error.Code != wantCode {
+			t.Errorf("resources/read %s as %s: %v (wire %s), want JSON-RPC error %d", missing, who, err, s.wire.lastBody(), wantCode)
+		}
+	}
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 // TestNoTokenIs404 checks that the endpoint does not exist for a caller

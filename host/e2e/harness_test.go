@@ -37,10 +37,22 @@ const mcpPath = "/api/v1/mcp"
 var (
 	binDir    string // holds the binaries built for this test process
 	buildOnce sync.Once
-	hostBin   string
-	pluginBin string
+	built     builtBinaries
 	buildErr  error
 )
+
+// builtBinaries are the paths of the binaries under test.
+type builtBinaries struct {
+	host string
+	// plugins maps each plugin's name in the test config to its binary.
+	plugins map[string]string
+}
+
+// pluginNames are the plugins every test host runs, in config order: the
+// booking plugin provides the catalogue (entity type booking.resource), and
+// the search plugin indexes it and serves platform.search, platform.get and
+// platform.list.
+var pluginNames = []string{"booking", "search"}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capgate-e2e-bin-")
@@ -80,22 +92,27 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// binaries builds the host and the booking plugin once per test process.
-// The host is built with -race when the tests are, so a data race in the
-// serving path fails the run (the race detector makes the process exit 66).
-func binaries(t *testing.T) (host, plugin string) {
+// binaries builds the host and the plugins once per test process, all at
+// once. The host is built with -race when the tests are, so a data race in
+// the serving path fails the run (the race detector makes the process exit
+// 66).
+func binaries(t *testing.T) builtBinaries {
 	t.Helper()
 	root := repoRoot(t)
 	buildOnce.Do(func() {
-		hostArgs := []string{"build", "-o", filepath.Join(binDir, "capgate")}
+		b := builtBinaries{host: filepath.Join(binDir, "capgate"), plugins: map[string]string{}}
+		hostArgs := []string{"build", "-o", b.host}
 		if raceEnabled {
 			hostArgs = append(hostArgs, "-race")
 		}
-		hostArgs = append(hostArgs, "./host/cmd/capgate")
-		pluginArgs := []string{"build", "-o", filepath.Join(binDir, "capgate-plugin-booking"), "./plugins/booking"}
+		builds := [][]string{append(hostArgs, "./host/cmd/capgate")}
+		for _, name := range pluginNames {
+			b.plugins[name] = filepath.Join(binDir, "capgate-plugin-"+name)
+			builds = append(builds, []string{"build", "-o", b.plugins[name], "./plugins/" + name})
+		}
 		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for i, args := range [][]string{hostArgs, pluginArgs} {
+		errs := make([]error, len(builds))
+		for i, args := range builds {
 			wg.Go(func() {
 				cmd := exec.Command("go", args...)
 				cmd.Dir = root
@@ -106,30 +123,35 @@ func binaries(t *testing.T) (host, plugin string) {
 		}
 		wg.Wait()
 		buildErr = errors.Join(errs...)
-		hostBin = filepath.Join(binDir, "capgate")
-		pluginBin = filepath.Join(binDir, "capgate-plugin-booking")
+		built = b
 	})
 	if buildErr != nil {
 		t.Fatalf("building the binaries under test:\n%v", buildErr)
 	}
-	return hostBin, pluginBin
+	return built
 }
 
 // host is one running capgate process.
 type host struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	base   string // http://127.0.0.1:PORT
-	plugin string // this host's own path of the plugin binary
-	log    string // file holding the host's stdout and stderr
+	t    *testing.T
+	cmd  *exec.Cmd
+	base string // http://127.0.0.1:PORT
+	// plugins maps each plugin's name to this host's own path of its
+	// binary, by which its processes are found.
+	plugins map[string]string
+	log     string // file holding the host's stdout and stderr
+	// killed is set by a test that ends the host with SIGKILL itself, so
+	// the stop at cleanup expects no exit code 0.
+	killed bool
 	done   chan struct{}
 	state  *os.ProcessState // set when done is closed
 	werr   error
 }
 
 // hostConfig is the test configuration: the demo config's tokens, roles and
-// pack, with this test's port, data directory and plugin path.
-func hostConfig(port int, dataDir, plugin string) string {
+// packs (booking and search), with this test's port, data directory and
+// plugin paths.
+func hostConfig(port int, dataDir string, plugins map[string]string) string {
 	return fmt.Sprintf(`enabled: true
 listen: 127.0.0.1:%d
 data_dir: %s
@@ -146,31 +168,35 @@ roles:
   customer: [booking.read, booking.write, catalogue.read]
   guest: [catalogue.read]
   admin: ["*"]
-packs: {booking: true}
+packs: {booking: true, search: true}
 plugins:
   - {name: booking, path: %s, config: {seed: demo}}
+  - {name: search, path: %s}
 `, port, strconv.Quote(dataDir),
 		tokenAlice, tokenBob, tokenReader, tokenService, tokenGuest, tokenAdmin,
-		strconv.Quote(plugin))
+		strconv.Quote(plugins["booking"]), strconv.Quote(plugins["search"]))
 }
 
 // startHost starts `capgate serve` on a fresh port with a fresh data
-// directory (so the booking seed is new) and waits for GET /healthz. When
-// the test ends the host is stopped with SIGTERM and must exit 0 leaving no
-// plugin process behind.
+// directory (so the booking seed and the search index are new) and waits
+// for GET /healthz. When the test ends the host is stopped with SIGTERM and
+// must exit 0 leaving no plugin process behind.
 func startHost(t *testing.T) *host {
 	t.Helper()
-	hostPath, pluginPath := binaries(t)
+	bins := binaries(t)
 	dir := t.TempDir()
-	// Each host runs its own link of the plugin binary, so the plugin
+	// Each host runs its own link of each plugin binary, so the plugin
 	// processes found by path are this host's and no other's.
-	plugin := filepath.Join(dir, "capgate-plugin-booking")
-	if err := os.Link(pluginPath, plugin); err != nil {
-		copyFile(t, pluginPath, plugin)
+	plugins := map[string]string{}
+	for _, name := range pluginNames {
+		plugins[name] = filepath.Join(dir, "capgate-plugin-"+name)
+		if err := os.Link(bins.plugins[name], plugins[name]); err != nil {
+			copyFile(t, bins.plugins[name], plugins[name])
+		}
 	}
 	port := freePort(t)
 	cfg := filepath.Join(dir, "capgate.yaml")
-	if err := os.WriteFile(cfg, []byte(hostConfig(port, filepath.Join(dir, "data"), plugin)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(hostConfig(port, filepath.Join(dir, "data"), plugins)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "capgate.log")
@@ -180,7 +206,7 @@ func startHost(t *testing.T) *host {
 	}
 	defer logFile.Close()
 
-	cmd := exec.Command(hostPath, "serve", "-c", cfg)
+	cmd := exec.Command(bins.host, "serve", "-c", cfg)
 	cmd.Dir = dir
 	cmd.Env = hostEnv()
 	cmd.Stdout = logFile
@@ -188,7 +214,7 @@ func startHost(t *testing.T) *host {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting capgate: %v", err)
 	}
-	h := &host{t: t, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), plugin: plugin, log: logPath, done: make(chan struct{})}
+	h := &host{t: t, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), plugins: plugins, log: logPath, done: make(chan struct{})}
 	go func() {
 		h.werr = cmd.Wait()
 		h.state = cmd.ProcessState
@@ -253,22 +279,30 @@ func (h *host) terminate(timeout time.Duration) bool {
 }
 
 // stop ends the host and checks what every test expects of a stop: the
-// host exits 0 on SIGTERM and no plugin process outlives it. Plugin
-// processes left over are ended (by PID) so they cannot leak into the rest
-// of the run.
+// host exits 0 on SIGTERM and no process of any of its plugins outlives it.
+// Plugin processes left over are ended (by PID) so they cannot leak into
+// the rest of the run.
 func (h *host) stop() {
 	t := h.t
-	if !h.terminate(30 * time.Second) {
+	switch {
+	case !h.terminate(30 * time.Second):
 		t.Errorf("capgate did not exit within 30s of SIGTERM; killing it")
 		h.cmd.Process.Kill()
 		<-h.done
-	} else if code := h.state.ExitCode(); code != 0 {
-		t.Errorf("capgate exited with code %d on SIGTERM (%v), want 0", code, h.werr)
+	case h.killed:
+		// The test killed the host and checked its plugins itself.
+	default:
+		if code := h.state.ExitCode(); code != 0 {
+			t.Errorf("capgate exited with code %d on SIGTERM (%v), want 0", code, h.werr)
+		}
 	}
-	if left := pluginProcs(h.plugin); len(left) > 0 {
-		t.Errorf("plugin processes left after the host exited: %v", left)
-		for _, pid := range left {
-			syscall.Kill(pid, syscall.SIGKILL)
+	procs := h.pluginProcs()
+	for _, name := range pluginNames {
+		if left := procs[name]; len(left) > 0 {
+			t.Errorf("%s plugin processes left after the host exited: %v", name, left)
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 	}
 	logText := h.logText()
@@ -291,6 +325,18 @@ func (h *host) logText() string {
 		b = append([]byte("…\n"), b[len(b)-max:]...)
 	}
 	return string(b)
+}
+
+// pluginProcs lists the live processes of each of the host's plugins, by
+// plugin name; a plugin with none is left out.
+func (h *host) pluginProcs() map[string][]int {
+	procs := map[string][]int{}
+	for name, path := range h.plugins {
+		if pids := pluginProcs(path); len(pids) > 0 {
+			procs[name] = pids
+		}
+	}
+	return procs
 }
 
 // pluginProcs lists the live processes running the binary at path, found

@@ -77,10 +77,7 @@ func checkListResponse(resp *http.Response) string {
 func TestShutdownDrainsCallsAndPlugins(t *testing.T) {
 	needE2E(t)
 	h := startHost(t)
-	plugins := pluginProcs(h.plugin)
-	if len(plugins) == 0 {
-		t.Fatalf("no process runs the plugin binary %s while the host is up", h.plugin)
-	}
+	plugins := runningPlugins(t, h)
 	client := &http.Client{Timeout: 60 * time.Second}
 
 	// The held call: its headers and part of its body go out now, the rest
@@ -185,15 +182,67 @@ func TestShutdownDrainsCallsAndPlugins(t *testing.T) {
 	}
 
 	// Right after the host's exit, none of its plugins may run: not the
-	// ones seen before, nor any other process of the plugin binary.
-	for _, pid := range plugins {
-		if alive(pid, h.plugin) {
-			t.Errorf("plugin process %d outlived the host", pid)
+	// ones seen before, nor any other process of a plugin binary.
+	checkNoPlugins(t, h, plugins)
+}
+
+// runningPlugins returns the live processes of each of the host's plugins,
+// and fails the test when a plugin has none.
+func runningPlugins(t *testing.T, h *host) map[string][]int {
+	t.Helper()
+	procs := h.pluginProcs()
+	for _, name := range pluginNames {
+		if len(procs[name]) == 0 {
+			t.Fatalf("no process runs the %s plugin binary %s while the host is up", name, h.plugins[name])
 		}
 	}
-	if left := pluginProcs(h.plugin); len(left) > 0 {
-		t.Errorf("plugin processes running after the host exited: %v", left)
+	return procs
+}
+
+// checkNoPlugins fails the test for every process of the host's plugins
+// still running: those seen while it was up (before) and any other.
+func checkNoPlugins(t *testing.T, h *host, before map[string][]int) {
+	t.Helper()
+	for _, name := range pluginNames {
+		for _, pid := range before[name] {
+			if alive(pid, h.plugins[name]) {
+				t.Errorf("%s plugin process %d outlived the host", name, pid)
+			}
+		}
 	}
+	procs := h.pluginProcs()
+	for _, name := range pluginNames {
+		if left := procs[name]; len(left) > 0 {
+			t.Errorf("%s plugin processes running after the host exited: %v", name, left)
+		}
+	}
+}
+
+// TestKilledHostLeavesNoPlugins kills the host with SIGKILL, so it cannot
+// stop its plugins itself: the kernel's parent-death signal must end every
+// plugin process (booking and search alike) within a few seconds.
+func TestKilledHostLeavesNoPlugins(t *testing.T) {
+	needE2E(t)
+	h := startHost(t)
+	plugins := runningPlugins(t, h)
+	h.killed = true
+	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the host did not die within 30s of SIGKILL")
+	}
+	if ws, ok := h.state.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("host ended with %v, want killed by SIGKILL", h.state)
+	}
+	// The plugins get SIGTERM from the kernel and stop by themselves.
+	deadline := time.Now().Add(15 * time.Second)
+	for len(h.pluginProcs()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	checkNoPlugins(t, h, plugins)
 }
 
 // alive reports whether pid is a live (not zombie) process running exe.

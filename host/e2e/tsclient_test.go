@@ -64,8 +64,8 @@ func TestTypeScriptClient(t *testing.T) {
 	if !slices.Contains(protocolVersions, out.ProtocolVersion) {
 		t.Errorf("negotiated protocol version %q, want one of %q", out.ProtocolVersion, protocolVersions)
 	}
-	if !slices.Equal(out.Tools, bookingAll) {
-		t.Errorf("tools as alice = %q, want %q", out.Tools, bookingAll)
+	if !slices.Equal(out.Tools, allTools) {
+		t.Errorf("tools as alice = %q, want %q", out.Tools, allTools)
 	}
 
 	var list struct {
