@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,8 +22,10 @@ type tsCall struct {
 
 // TestTypeScriptClient drives the host with the official TypeScript SDK
 // client (js/client.mjs) as alice and checks what it saw: her tools, her
-// bookings, a cancel of her own booking that really happened, and the
-// ownership refusal on bob's booking, which stays booked.
+// bookings, a cancel of her own booking that really happened, the
+// ownership refusal on bob's booking, which stays booked, and the catalogue
+// (resource templates, every resources/list page, a resources/read and
+// platform.search), the same as the Go SDK client sees it.
 func TestTypeScriptClient(t *testing.T) {
 	needE2E(t)
 	nodeBin(t)
@@ -44,14 +47,15 @@ func TestTypeScriptClient(t *testing.T) {
 		CancelOwn       *tsCall                `json:"cancelOwn"`
 		OtherBookingID  string                 `json:"otherBookingId"`
 		CancelOther     *tsCall                `json:"cancelOther"`
-		Checks          map[string]bool        `json:"checks"`
+		tsCatalogue
+		Checks map[string]bool `json:"checks"`
 	}
 	if err := json.Unmarshal(stdout, &out); err != nil {
 		t.Fatalf("client.mjs output is not the expected JSON: %v", err)
 	}
 
-	if len(out.Checks) != 3 {
-		t.Errorf("client.mjs reported checks %v, want its 3", out.Checks)
+	if len(out.Checks) != 7 {
+		t.Errorf("client.mjs reported checks %v, want its 7", out.Checks)
 	}
 	for name, ok := range out.Checks {
 		if !ok {
@@ -113,10 +117,86 @@ func TestTypeScriptClient(t *testing.T) {
 	if !slices.Contains(protocolVersions, version) {
 		version = protocolVersions[0]
 	}
-	if st := statusOf(listBookings(t, connect(t, h, tokenAlice, version), "alice"), out.OwnBookingID); st != "cancelled" {
+	alice := connect(t, h, tokenAlice, version)
+	out.tsCatalogue.check(t, alice)
+	if st := statusOf(listBookings(t, alice, "alice"), out.OwnBookingID); st != "cancelled" {
 		t.Errorf("alice's booking %s has status %q after the client cancelled it, want cancelled", out.OwnBookingID, st)
 	}
 	if st := statusOf(listBookings(t, connect(t, h, tokenBob, version), "bob"), out.OtherBookingID); st == "cancelled" || st == "" {
 		t.Errorf("bob's booking %s has status %q after alice's refused cancel", out.OtherBookingID, st)
+	}
+}
+
+// tsCatalogue is what js/client.mjs saw of the catalogue: the resource
+// templates, the resources of every resources/list page, how many pages,
+// the read of room-aurora's record, and platform.search for "aurora".
+type tsCatalogue struct {
+	ResourceTemplates []struct {
+		URITemplate string `json:"uriTemplate"`
+		MIMEType    string `json:"mimeType"`
+	} `json:"resourceTemplates"`
+	Resources []struct {
+		URI      string `json:"uri"`
+		Name     string `json:"name"`
+		MIMEType string `json:"mimeType"`
+	} `json:"resources"`
+	ResourcePages int `json:"resourcePages"`
+	ReadResource  struct {
+		Contents []struct {
+			URI      string `json:"uri"`
+			MIMEType string `json:"mimeType"`
+			Text     string `json:"text"`
+		} `json:"contents"`
+	} `json:"readResource"`
+	Search tsCall `json:"search"`
+}
+
+// check compares what the TypeScript client saw of the catalogue with what
+// the Go SDK client s sees: the one resource template, every resource of
+// booking.resources listed exactly once across the pages, the record read by
+// URI equal to platform.get's, and platform.search finding the resource by
+// its name first.
+func (c tsCatalogue) check(t *testing.T, s *session) {
+	t.Helper()
+	if ts := c.ResourceTemplates; len(ts) != 1 || ts[0].URITemplate != recordTemplate || ts[0].MIMEType != "application/json" {
+		t.Errorf("resources/templates/list as alice (TypeScript) = %+v, want the one template %s", ts, recordTemplate)
+	}
+
+	records := catalogue(t, s, "alice")
+	seen := map[string]int{}
+	for _, r := range c.Resources {
+		id, ok := strings.CutPrefix(r.URI, recordURI(""))
+		if !ok || records[id] == nil || r.Name != id || r.MIMEType != "application/json" {
+			t.Errorf("resources/list as alice (TypeScript): %+v is no resource of booking.resources", r)
+			continue
+		}
+		seen[id]++
+	}
+	for id := range records {
+		if seen[id] != 1 {
+			t.Errorf("resources/list as alice (TypeScript): %s listed %d times, want once", recordURI(id), seen[id])
+		}
+	}
+	if min := (len(records) + maxResults - 1) / maxResults; c.ResourcePages < min {
+		t.Errorf("resources/list as alice (TypeScript): %d resources in %d pages, want at least %d", len(records), c.ResourcePages, min)
+	}
+
+	var got struct {
+		Record json.RawMessage `json:"record"`
+	}
+	callTool(t, s, "platform.get", map[string]any{"entity": catalogueEntity, "id": demoResource}).
+		mustSucceed(t, "platform.get "+demoResource+" as alice", &got)
+	if cs := c.ReadResource.Contents; len(cs) != 1 || cs[0].URI != recordURI(demoResource) || cs[0].MIMEType != "application/json" ||
+		!jsonEqual([]byte(cs[0].Text), got.Record) {
+		t.Errorf("resources/read %s as alice (TypeScript) = %+v, want platform.get's record %s", recordURI(demoResource), cs, got.Record)
+	}
+
+	var hits struct {
+		Hits []searchHit `json:"hits"`
+	}
+	if c.Search.IsError || c.Search.Error != nil || json.Unmarshal(c.Search.Data, &hits) != nil {
+		t.Errorf("platform.search \"aurora\" as alice (TypeScript) failed: %+v", c.Search)
+	} else if len(hits.Hits) == 0 || hits.Hits[0].Entity != catalogueEntity || hits.Hits[0].ID != demoResource {
+		t.Errorf("platform.search \"aurora\" as alice (TypeScript): hits %+v, want %s first", hits.Hits, demoResource)
 	}
 }

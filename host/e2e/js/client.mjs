@@ -15,7 +15,11 @@
 //  3. call booking.cancel on it;
 //  4. connect as --other-token, call booking.list to learn one of its
 //     bookings, then (as --token again) call booking.cancel on that one and
-//     record the MCP error (code, message, data).
+//     record the MCP error (code, message, data);
+//  5. (as --token) the catalogue: list the resource templates, list the
+//     resources across every page (following nextCursor), read the record
+//     capgate://booking.resource/room-aurora, and call platform.search for
+//     "aurora".
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -90,12 +94,37 @@ await other.client.close();
 if (theirs) {
   out.cancelOther = await call(me.client, 'booking.cancel', { id: theirs.id });
 }
+
+const recordTemplate = 'capgate://booking.resource/{id}';
+const recordURI = 'capgate://booking.resource/room-aurora';
+out.resourceTemplates = (await me.client.listResourceTemplates()).resourceTemplates;
+out.resources = [];
+out.resourcePages = 0;
+let cursor;
+do {
+  const page = await me.client.listResources(cursor === undefined ? {} : { cursor });
+  out.resourcePages++;
+  out.resources.push(...page.resources);
+  cursor = page.nextCursor;
+} while (cursor && out.resourcePages < 1000);
+out.readResource = await me.client.readResource({ uri: recordURI });
+out.search = await call(me.client, 'platform.search', { query: 'aurora' });
 await me.client.close();
 
+const uris = out.resources.map((r) => r.uri);
+let record = null;
+try {
+  record = JSON.parse(out.readResource.contents?.[0]?.text);
+} catch {}
 out.checks = {
   listedOwnBookings: Array.isArray(out.list.data?.bookings) && out.list.data.bookings.length > 0,
   cancelledOwnBooking: out.cancelOwn?.isError === false && out.cancelOwn.data?.status === 'cancelled',
   ownershipRefused: out.cancelOther?.error?.code === -32003 && out.cancelOther.error.data?.step === 'ownership',
+  oneRecordTemplate: out.resourceTemplates.length === 1 && out.resourceTemplates[0].uriTemplate === recordTemplate,
+  listedEveryResourceOnce: !cursor && uris.includes(recordURI) && new Set(uris).size === uris.length,
+  readRecord: out.readResource.contents?.length === 1 && out.readResource.contents[0].uri === recordURI &&
+    out.readResource.contents[0].mimeType === 'application/json' && record?.id === 'room-aurora',
+  searchFoundRecord: out.search.isError === false && out.search.data?.hits?.[0]?.id === 'room-aurora',
 };
 process.stdout.write(JSON.stringify(out, null, 2) + '\n');
 process.exitCode = Object.values(out.checks).every(Boolean) ? 0 : 1;
