@@ -30,9 +30,10 @@ type Event struct {
 	Data any
 }
 
-// ErrNoHost is returned by Env.Publish in a plugin that no capgate host
-// configured, so there is no bus to publish on.
-var ErrNoHost = errors.New("no capgate host to publish to")
+// ErrNoHost is returned by the Env methods that reach the host (Publish,
+// Catalogue, Documents, Record, Bus, Subscribe) in a plugin that no capgate host
+// configured, so there is nothing to reach.
+var ErrNoHost = errors.New("no capgate host: the plugin was not started by one")
 
 // Publish puts ev on the host's event bus and returns its cursor. It may be
 // called from OnConfigure and, with the Env kept, from any handler. The host

@@ -46,7 +46,8 @@ func (e Env) Catalogue(ctx context.Context) ([]EntityInfo, error) {
 
 // Documents returns up to limit documents of entity whose id sorts after
 // after ("" starts at the first), sorted by id, and whether more follow.
-// limit 0 means the provider's page size.
+// limit 0 means the contract's default page of 500; more than 1000 is read
+// as 1000.
 func (e Env) Documents(ctx context.Context, entity, after string, limit int) (docs []Document, more bool, err error) {
 	resp, err := e.documents(ctx, &capgatev1.DocumentsRequest{Entity: entity, After: after, Limit: uint32(max(limit, 0))})
 	if err != nil {
@@ -58,6 +59,9 @@ func (e Env) Documents(ctx context.Context, entity, after string, limit int) (do
 // DocumentsByID returns the documents of entity with these ids; ids that do
 // not exist (any more) are left out.
 func (e Env) DocumentsByID(ctx context.Context, entity string, ids []string) ([]Document, error) {
+	if e.host == nil {
+		return nil, ErrNoHost
+	}
 	if len(ids) == 0 {
 		return nil, nil
 	}

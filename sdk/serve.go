@@ -74,7 +74,9 @@ func (p *Plugin) close() error {
 // server implements the PluginService for one Plugin.
 type server struct {
 	capgatev1.UnimplementedPluginServiceServer
-	p *Plugin
+	p         *Plugin
+	closeOnce sync.Once
+	closeErr  error
 
 	mu         sync.Mutex
 	configured bool
@@ -89,6 +91,13 @@ type server struct {
 // NewServer returns the gRPC service of p. Serve uses it; it is exported for
 // package sdktest.
 func NewServer(p *Plugin) pluginwire.Server { return &server{p: p} }
+
+// Close runs the plugin's OnClose functions once, as Serve does when the
+// host stops the plugin; package sdktest calls it when a test ends.
+func (s *server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.p.close() })
+	return s.closeErr
+}
 
 func (s *server) SetBroker(b *plugin.GRPCBroker) { s.broker = b }
 

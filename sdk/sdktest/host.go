@@ -30,6 +30,10 @@ import (
 // It is not the gate and it validates no event: it exercises what plugins
 // do with each other.
 type Host struct {
+	// MaxResults is handed to plugins added after it is set, as the
+	// host's max_results; 0 leaves the SDK's default of 20.
+	MaxResults int
+
 	t       testing.TB
 	id      string
 	mu      sync.Mutex
@@ -61,18 +65,32 @@ func (h *Host) Add(p *sdk.Plugin, config any, dataDir string) (*Client, error) {
 	if dataDir == "" {
 		dataDir = h.t.TempDir()
 	}
+	srv := sdk.NewServer(p)
 	conn, _ := plugin.TestPluginGRPCConn(h.t, false, map[string]plugin.Plugin{
-		capgatev1.PluginName: &pluginwire.Plugin{Impl: sdk.NewServer(p)},
+		capgatev1.PluginName: &pluginwire.Plugin{Impl: srv},
 	})
+	c := &Client{host: h, name: p.Name()}
 	// Closing the client asks the server to shut down, as the host does
-	// when it stops a plugin; stopping the server again would race it.
-	h.t.Cleanup(func() { _ = conn.Close() })
+	// when it stops a plugin (stopping the server again would race it);
+	// then the plugin's OnClose functions run, as sdk.Serve runs them.
+	c.stop = func() error {
+		_ = conn.Close()
+		if cl, ok := srv.(interface{ Close() error }); ok {
+			return cl.Close()
+		}
+		return nil
+	}
+	h.t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			h.t.Errorf("sdktest: closing plugin %s: %v", p.Name(), err)
+		}
+	})
 	raw, err := conn.Dispense(capgatev1.PluginName)
 	if err != nil {
 		return nil, fmt.Errorf("dispense: %w", err)
 	}
 	wc := raw.(*pluginwire.Client)
-	c := &Client{rpc: wc.PluginServiceClient, host: h, name: p.Name()}
+	c.rpc = wc.PluginServiceClient
 
 	// Serve the host's services on the broker, as the host does.
 	hostID := wc.Broker.NextId()
@@ -90,6 +108,7 @@ func (h *Host) Add(p *sdk.Plugin, config any, dataDir string) (*Client, error) {
 	}
 	_, err = wc.Configure(context.Background(), &capgatev1.ConfigureRequest{
 		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: "sdktest",
+		MaxResults: uint32(max(h.MaxResults, 0)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configure: %w", err)
@@ -260,6 +279,15 @@ func (s *hostService) Subscribe(req *capgatev1.SubscribeRequest, stream grpc.Ser
 			return nil
 		}
 	}
+}
+
+// Stop stops the plugin as the host does: the connection closes and its
+// OnClose functions run. Use it to start the plugin again over the same
+// data directory; it runs by itself when the test ends, and more than once
+// is harmless.
+func (c *Client) Stop() error {
+	c.stopOnce.Do(func() { c.stopErr = c.stop() })
+	return c.stopErr
 }
 
 // Documents asks the plugin for a page of the documents of entity it

@@ -85,3 +85,36 @@ func TestHostBus(t *testing.T) {
 		t.Errorf("published by one: %+v", own)
 	}
 }
+
+// TestStopRunsOnClose: stopping a client runs the plugin's OnClose functions
+// once, as sdk.Serve does when the host stops it, and the Env carries the
+// host's MaxResults.
+func TestStopRunsOnClose(t *testing.T) {
+	var closed, maxResults int
+	p := sdk.New("closer", "1")
+	p.OnConfigure(func(_ context.Context, env sdk.Env) error {
+		maxResults = env.MaxResults
+		return nil
+	})
+	p.OnClose(func() error { closed++; return nil })
+	h := sdktest.NewHost(t)
+	h.MaxResults = 7
+	c, err := h.Add(p, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxResults != 7 {
+		t.Errorf("env.MaxResults = %d, want the host's 7", maxResults)
+	}
+	if closed != 0 {
+		t.Fatalf("OnClose ran %d times before Stop", closed)
+	}
+	for range 2 {
+		if err := c.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if closed != 1 {
+		t.Errorf("OnClose ran %d times after two Stops, want once", closed)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
@@ -31,6 +32,10 @@ type Client struct {
 	rpc  capgatev1.PluginServiceClient
 	host *Host
 	name string // the plugin's name, as the host knows it
+
+	stop     func() error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Event is an event the plugin published, as the host received it.
