@@ -1,7 +1,7 @@
 // Package e2e tests the capgate binary from the outside, the way its users
-// meet it: the real host (host/cmd/capgate) and the real booking plugin are
-// built, started as processes with a test configuration, and driven over
-// HTTP by the official MCP tools:
+// meet it: the real host (host/cmd/capgate) and the real booking and search
+// plugins are built, started as processes with a test configuration (packs
+// booking and search), and driven over HTTP by the official MCP tools:
 //
 //   - the MCP conformance suite (@modelcontextprotocol/conformance, server
 //     scenarios), with a list of expected failures that names a reason for
@@ -12,7 +12,9 @@
 //     per supported protocol version;
 //
 // and a shutdown test sends SIGTERM while calls are in flight and checks
-// that the host drains them, exits 0 and leaves no plugin process behind.
+// that the host drains them, exits 0 and leaves no plugin process behind;
+// another kills the host with SIGKILL and checks that no plugin process
+// outlives it either.
 //
 // The JavaScript tools live in the npm project js/ and run on the Node 22
 // binary that project installs (js/node_modules/node/bin/node). Without
