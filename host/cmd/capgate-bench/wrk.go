@@ -38,6 +38,9 @@ type job struct {
 	bodies [][]byte
 	marker string   // every correct response body contains it
 	cpu    cpuProbe // the server's cumulative CPU time
+	// timeout, when set, replaces wrk's 2 s request timeout, for servers
+	// whose answers queue for longer under the load.
+	timeout time.Duration
 }
 
 // result is one measured run.
@@ -111,7 +114,7 @@ func (l *load) run(ctx context.Context, j job) (*result, error) {
 		return nil, fmt.Errorf("write wrk script: %w", err)
 	}
 	if l.warmup > 0 {
-		if _, _, err := l.wrk1(ctx, script, j.url, l.warmup); err != nil {
+		if _, _, err := l.wrk1(ctx, script, j, l.warmup); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -119,7 +122,7 @@ func (l *load) run(ctx context.Context, j job) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sample CPU: %w", err)
 	}
-	out, wrkCPU, err := l.wrk1(ctx, script, j.url, l.duration)
+	out, wrkCPU, err := l.wrk1(ctx, script, j, l.duration)
 	if err != nil {
 		return nil, err
 	}
@@ -137,15 +140,18 @@ func (l *load) run(ctx context.Context, j job) (*result, error) {
 
 // wrk1 runs wrk once and returns its standard output and the CPU time it
 // used.
-func (l *load) wrk1(ctx context.Context, script, url string, d time.Duration) (string, time.Duration, error) {
+func (l *load) wrk1(ctx context.Context, script string, j job, d time.Duration) (string, time.Duration, error) {
 	args := []string{
 		"-t" + strconv.Itoa(l.threads),
 		"-c" + strconv.Itoa(l.connections),
 		"-d" + wrkSeconds(d),
 		"--latency",
 		"-s", script,
-		url,
 	}
+	if j.timeout > 0 {
+		args = append(args, "--timeout", wrkSeconds(j.timeout))
+	}
+	args = append(args, j.url)
 	cmd := exec.CommandContext(ctx, l.wrk, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -1,0 +1,377 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/capgate/capgate/host/internal/config"
+)
+
+func TestSearchQueries(t *testing.T) {
+	if n := len(searchQueries); n < 40 || n > 60 {
+		t.Errorf("%d queries, want about 50", n)
+	}
+	seen := map[string]bool{}
+	for _, q := range searchQueries {
+		if w := len(strings.Fields(q)); w < 1 || w > 2 || strings.TrimSpace(q) != q {
+			t.Errorf("query %q: want one or two words", q)
+		}
+		if seen[q] {
+			t.Errorf("query %q twice", q)
+		}
+		seen[q] = true
+	}
+	bodies, err := searchBodies(searchQueries[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req struct {
+		Method string `json:"method"`
+		Params struct {
+			Name      string   `json:"name"`
+			Arguments searchIn `json:"arguments"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(bodies[1], &req); err != nil {
+		t.Fatal(err)
+	}
+	if req.Method != "tools/call" || req.Params.Name != searchTool || req.Params.Arguments != (searchIn{Query: searchQueries[1], Limit: searchLimit}) {
+		t.Errorf("body = %s", bodies[1])
+	}
+}
+
+// The search config is one capgate accepts: the bench token reads the
+// catalogue, the search pack is on, and both plugins are configured.
+func TestSearchConfigLoads(t *testing.T) {
+	bin, data := t.TempDir(), t.TempDir()
+	raw, err := yaml.Marshal(searchConfig(bin, data, "127.0.0.1:18081", 1234))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(raw, "")
+	if err != nil {
+		t.Fatalf("capgate rejects the search config: %v\n%s", err, raw)
+	}
+	if len(cfg.Tokens) != 1 || string(cfg.Tokens[0].Scope) != "read" {
+		t.Fatalf("tokens = %+v", cfg.Tokens)
+	}
+	if perms := cfg.Roles[cfg.Tokens[0].Role]; !slices.Equal(perms, []string{"catalogue.read"}) {
+		t.Errorf("role %q = %v", cfg.Tokens[0].Role, perms)
+	}
+	if !cfg.Packs["search"] {
+		t.Errorf("packs = %v", cfg.Packs)
+	}
+	byName := map[string]config.Plugin{}
+	for _, p := range cfg.Plugins {
+		byName[p.Name] = p
+	}
+	if byName["synthetic"].Path != filepath.Join(bin, syntheticPluginBin) || byName[searchPlugin].Path != filepath.Join(bin, searchPluginBin) {
+		t.Errorf("plugins = %+v", cfg.Plugins)
+	}
+	if !strings.Contains(string(raw), "documents: 1234") {
+		t.Errorf("the synthetic plugin's documents are not set:\n%s", raw)
+	}
+	if got := searchIndexDir(data); got != filepath.Join(data, "plugins", "search", "index") {
+		t.Errorf("index dir = %s", got)
+	}
+}
+
+func TestLastItem(t *testing.T) {
+	if id, word := lastItem(100_000); id != "item-099999" || word != "99999" {
+		t.Errorf("lastItem = %s, %s", id, word)
+	}
+}
+
+func TestRowKeys(t *testing.T) {
+	if got := rowKeys([]string{keyCapgate, keySearch}); !slices.Equal(got, []string{keyCapgate, keySearch, keySearchFloor}) {
+		t.Errorf("rowKeys = %v", got)
+	}
+}
+
+func TestParseSearchFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-only", "search", "-search-documents", "5000", "-search-ready-timeout", "1m"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.only, []string{keySearch}) || o.searchDocuments != 5000 || o.searchTimeout != time.Minute {
+		t.Errorf("options = %+v", o)
+	}
+	for _, bad := range [][]string{{"-search-documents", "0"}, {"-search-documents", "1000001"}, {"-search-ready-timeout", "0s"}} {
+		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestParseFloor(t *testing.T) {
+	out := []byte(`{"documents":100000,"concurrency":64,"requests":2000,"seconds":10,"rps":200,"p50_us":310500,"p99_us":900000,"cpu_seconds":19,"errors":0,"empty":0}` + "\n")
+	r, err := parseFloor(out, 3*time.Second, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.rps != 200 || r.p50 != 310500*time.Microsecond || r.p99 != 900*time.Millisecond || !r.valid() {
+		t.Errorf("result %+v", r)
+	}
+	if r.cpu.server != 1.9 || r.cpu.others != 0.2 {
+		t.Errorf("cpu %+v", r.cpu)
+	}
+	r, err = parseFloor([]byte(`{"requests":10,"seconds":1,"rps":10,"errors":1,"empty":2,"first_error":"boom"}`), -time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.valid() || r.bad != 3 || r.cpu.others != 0 {
+		t.Errorf("a run with errors: %+v", r)
+	}
+	for _, bad := range []string{"", "not json", `{"requests":1}`} {
+		if _, err := parseFloor([]byte(bad), 0, time.Second); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestMismatches(t *testing.T) {
+	a := map[string][]string{"x": {"e/1", "e/2"}, "y": {"e/3"}, "z": {"e/4"}}
+	b := map[string][]string{"x": {"e/1", "e/2"}, "y": {"e/5"}}
+	if got := mismatches([]string{"x", "y", "z"}, a, b); !slices.Equal(got, []string{"y", "z"}) {
+		t.Errorf("mismatches = %v", got)
+	}
+}
+
+func TestMedianDuration(t *testing.T) {
+	if medianDuration(nil) != 0 || medianDuration([]time.Duration{3, 1, 2}) != 2 || medianDuration([]time.Duration{4, 1, 3, 2}) != 2 {
+		t.Error("wrong medians")
+	}
+}
+
+func measuredAt(rps float64, p50 time.Duration) *row {
+	return &row{runs: []*result{{rps: rps, requests: 100, checked: 100, p50: p50, p99: 3 * p50}}}
+}
+
+func TestSearchTargetLines(t *testing.T) {
+	ms := time.Millisecond
+	for name, tc := range map[string]struct {
+		capgate, floor *row
+		want           [2]string
+	}{
+		"both pass":         {measuredAt(90, 10*ms), measuredAt(100, 10*ms-100*time.Microsecond), [2]string{"PASS", "PASS"}},
+		"slower than 0.8×":  {measuredAt(79, 10*ms), measuredAt(100, 10*ms), [2]string{"FAIL", "PASS"}},
+		"p50 added":         {measuredAt(100, 10*ms), measuredAt(100, 9*ms), [2]string{"PASS", "FAIL"}},
+		"faster than floor": {measuredAt(120, 8*ms), measuredAt(100, 10*ms), [2]string{"PASS", "PASS"}},
+		"floor failed":      {measuredAt(100, ms), &row{err: errTest}, [2]string{"FAIL", "FAIL"}},
+		"capgate invalid":   {&row{runs: []*result{{rps: 1, requests: 2, checked: 2, bad: 1}}}, measuredAt(100, ms), [2]string{"FAIL", "FAIL"}},
+		"not run":           {nil, nil, [2]string{"FAIL", "FAIL"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := searchTargetLines(tc.capgate, tc.floor)
+			if len(got) != 2 || !strings.HasPrefix(got[0], tc.want[0]+" ") || !strings.HasPrefix(got[1], tc.want[1]+" ") {
+				t.Errorf("got %q, want %v", got, tc.want)
+			}
+		})
+	}
+	got := searchTargetLines(measuredAt(120, 8*time.Millisecond), measuredAt(100, 10*time.Millisecond))
+	if !strings.Contains(got[1], "= −2.00ms") || !strings.Contains(got[0], "= 1.20×") {
+		t.Errorf("figures: %q", got)
+	}
+}
+
+func TestSearchReport(t *testing.T) {
+	rows := map[string]*row{
+		keySearch:      measuredAt(180, 350*time.Millisecond),
+		keySearchFloor: measuredAt(200, 330*time.Millisecond),
+	}
+	rounds := []searchRound{{build: 42500 * time.Millisecond, sync: 40 * time.Second, size: 85_300_000, mismatched: []string{"piano"}}}
+	env := environment{wrk: "wrk x", threads: 2, connections: 64, warmup: "2s", duration: "10s", rounds: 1}
+	var b bytes.Buffer
+	report(&b, env, rows, []string{keySearch})
+	searchReport(&b, env, rows, rounds, 100_000)
+	out := b.String()
+	for _, want := range []string{
+		"100,000 documents", "platform.search (capgate)", "bleve direct (floor)", "180", "0.90×", "1.00×",
+		"searchable 42.5 s after capgate started", "the search plugin's sync itself 40.0 s", "85.3 MB on disk", "different hits for 1 queries (piano)",
+		"PASS  platform.search ≥ 0.8× bleve direct", "FAIL  added p50 ≤ 300µs: capgate p50 350ms − floor p50 330ms = 20.00ms",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, greetTool) {
+		t.Errorf("the hello.greet table is printed though only search was selected:\n%s", out)
+	}
+
+	b.Reset()
+	rows[keySearchFloor] = &row{err: errTest}
+	searchReport(&b, env, rows, nil, 100_000)
+	for _, want := range []string{"FAILED", "bleve direct (floor) FAILED: test failure", "FAIL  platform.search ≥ 0.8× bleve direct: bleve direct (floor) was not measured"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// fakeSearch answers platform.search like capgate: nothing until the index
+// holds the last item, after ready calls.
+func fakeSearch(t *testing.T, ready int64, lastID string) (*httptest.Server, *atomic.Int64) {
+	var calls atomic.Int64
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var req struct {
+			Params struct {
+				Name      string   `json:"name"`
+				Arguments searchIn `json:"arguments"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(raw, &req); err != nil || req.Params.Name != searchTool {
+			t.Errorf("unexpected request %s", raw)
+		}
+		hits := `{"entity":"synthetic.item","id":"item-000001"}`
+		if calls.Add(1) > ready {
+			hits += `,{"entity":"synthetic.item","id":"` + lastID + `"}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"hits":[%s]}}}`, hits)
+	})), &calls
+}
+
+func TestWaitSearchReady(t *testing.T) {
+	srv, calls := fakeSearch(t, 3, "item-000999")
+	defer srv.Close()
+	logPath := filepath.Join(t.TempDir(), "capgate.log")
+	if err := os.WriteFile(logPath, []byte("starting\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &capgateProc{base: srv.URL, logPath: logPath, started: time.Now(), exited: make(chan struct{})}
+	// mcpURL appends the MCP path; the fake answers on every path.
+	build, err := waitSearchReady(context.Background(), p, 1000, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 4 || build < 500*time.Millisecond {
+		t.Errorf("ready after %d calls, %s", calls.Load(), build)
+	}
+
+	// Logged ready but the last item is missing: an error, at once.
+	srv2, _ := fakeSearch(t, 1<<40, "item-000999")
+	defer srv2.Close()
+	if err := os.WriteFile(logPath, []byte("level=INFO msg=\"search index ready\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p2 := &capgateProc{base: srv2.URL, logPath: logPath, started: time.Now(), exited: make(chan struct{})}
+	if _, err := waitSearchReady(context.Background(), p2, 1000, 10*time.Second); err == nil || !strings.Contains(err.Error(), "does not find item-000999") {
+		t.Errorf("err = %v", err)
+	}
+
+	// Never ready: the timeout says what was last seen.
+	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitSearchReady(context.Background(), p2, 1000, 600*time.Millisecond); err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestPluginSyncTime(t *testing.T) {
+	dir := t.TempDir()
+	for line, want := range map[string]time.Duration{
+		`time=2026-11-30T10:24:17.616Z level=INFO msg="search index ready" plugin=search documents=100000 entities=[synthetic.item] resumed=false cursor=0 duration=41.25s`: 41250 * time.Millisecond,
+		`level=INFO msg="search index ready" plugin=search duration=1m2.5s`:                                                                                                 62500 * time.Millisecond,
+		`level=INFO msg="search index ready" plugin=search documents=3`:                                                                                                     0,
+		`level=INFO msg="plugin started" duration=3s`:                                                                                                                       0,
+	} {
+		path := filepath.Join(dir, "log")
+		if err := os.WriteFile(path, []byte("before\n"+line+"\nafter duration=9s\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := pluginSyncTime(path); got != want {
+			t.Errorf("pluginSyncTime(%s) = %v, want %v", line, got, want)
+		}
+	}
+	if pluginSyncTime(filepath.Join(dir, "missing")) != 0 {
+		t.Error("a missing log gives a time")
+	}
+}
+
+func TestSearchHitsRefusesEmptyQueries(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		hits := `{"entity":"synthetic.item","id":"item-000001"}`
+		if bytes.Contains(raw, []byte(`"query":"piano"`)) {
+			hits = ""
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"hits":[%s]}}}`, hits)
+	}))
+	defer srv.Close()
+	got, err := searchHits(context.Background(), srv.URL, []string{"whiteboard", "squash"})
+	if err != nil || !slices.Equal(got["squash"], []string{"synthetic.item/item-000001"}) {
+		t.Fatalf("searchHits = %v, %v", got, err)
+	}
+	if _, err := searchHits(context.Background(), srv.URL, []string{"whiteboard", "piano"}); err == nil || !strings.Contains(err.Error(), `"piano" finds nothing`) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// TestLoadRotatesBodies runs wrk against a server that records the bodies
+// it receives: with several bodies, every one is sent, and the counts add
+// up.
+func TestLoadRotatesBodies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs wrk")
+	}
+	wrk, err := exec.LookPath("wrk")
+	if err != nil {
+		t.Skip("wrk not installed")
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		if int64(len(raw)) != r.ContentLength {
+			t.Errorf("body of %d bytes, Content-Length %d", len(raw), r.ContentLength)
+		}
+		mu.Lock()
+		seen[string(raw)]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"hits":[{"entity":"synthetic.item","id":"item-000001"}]}}}`))
+	}))
+	defer srv.Close()
+	qs := []string{"a", "bb", "ccc dddd", "piano"}
+	bodies, err := searchBodies(qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &load{wrk: wrk, threads: 2, connections: 4, duration: time.Second, workDir: t.TempDir()}
+	res, err := l.run(context.Background(), job{name: "rotate", url: srv.URL, bodies: bodies, marker: searchEntity, cpu: selfCPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.valid() {
+		t.Errorf("invalid run: %s", res.problem())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range bodies {
+		if seen[string(b)] == 0 {
+			t.Errorf("body %s never sent (seen %v)", b, seen)
+		}
+	}
+	if len(seen) != len(bodies) {
+		t.Errorf("%d distinct bodies sent, want %d", len(seen), len(bodies))
+	}
+}
