@@ -128,16 +128,10 @@ func search(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: capgate search reindex -c FILE")
 		return 2
 	}
-	path, ok := configFlag("search reindex", args[1:], stderr)
-	if !ok {
-		return 2
+	path, cfg, log, code := loadConfig("search reindex", args[1:], stderr)
+	if cfg == nil {
+		return code
 	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Starting the plugins with Rebuild makes the search plugin empty its
@@ -157,20 +151,30 @@ func search(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// searchCapability is what the search plugin provides.
-const searchCapability = "platform.search"
-
-func serve(args []string, stderr io.Writer) int {
-	path, ok := configFlag("serve", args, stderr)
+// loadConfig reads the -c flag of command and loads the file, with a logger
+// as it configures. A nil cfg comes with the exit code: 2 for bad usage, 1
+// for a bad file (the problems are written to stderr).
+func loadConfig(command string, args []string, stderr io.Writer) (path string, cfg *config.Config, log *slog.Logger, code int) {
+	path, ok := configFlag(command, args, stderr)
 	if !ok {
-		return 2
+		return "", nil, nil, 2
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return "", nil, nil, 1
 	}
-	log := newLogger(cfg.Log, stderr)
+	return path, cfg, newLogger(cfg.Log, stderr), 0
+}
+
+// searchCapability is what the search plugin provides.
+const searchCapability = "platform.search"
+
+func serve(args []string, stderr io.Writer) int {
+	_, cfg, log, code := loadConfig("serve", args, stderr)
+	if cfg == nil {
+		return code
+	}
 	slog.SetDefault(log)
 	tuneGC()
 

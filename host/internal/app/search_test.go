@@ -22,6 +22,7 @@ import (
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
+	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 )
 
 // searchConfig is a host with the booking plugin (demo seed) and the search
@@ -55,23 +56,12 @@ packs: {booking: true, events: true, search: true}
 }
 
 // logSink collects the host's JSON log records, plugins' included.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
+type logSink struct{ mcptest.LogBuffer }
 
 // records returns the attributes of every record with message msg.
 func (s *logSink) records(msg string) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(s.buf.String(), "\n") {
+	for _, line := range strings.Split(s.String(), "\n") {
 		var r map[string]any
 		if json.Unmarshal([]byte(line), &r) == nil && r["msg"] == msg {
 			out = append(out, r)
