@@ -39,7 +39,7 @@ func rowKeys(selected []string) []string {
 	for _, k := range selected {
 		out = append(out, k)
 		if k == keySearch {
-			out = append(out, keySearchFloor)
+			out = append(out, keySearchFloor, keySearch1, keySearchFloor1)
 		}
 	}
 	return out
@@ -250,6 +250,11 @@ func (b *bench) fail(key string, err error) {
 
 // measure runs the load for j (already validated) and records the result.
 func (b *bench) measure(ctx context.Context, key string, j job) {
+	b.measureWith(ctx, b.load, key, j)
+}
+
+// measureWith is measure with another load setting.
+func (b *bench) measureWith(ctx context.Context, l *load, key string, j job) {
 	if b.opts.settle > 0 {
 		busy, err := waitQuiet(ctx, b.opts.settle)
 		if err != nil {
@@ -260,8 +265,8 @@ func (b *bench) measure(ctx context.Context, key string, j job) {
 			slog.Warn("machine still busy; measuring anyway", "server", key, "busy_cores", fmt.Sprintf("%.2f", busy), "waited", b.opts.settle)
 		}
 	}
-	slog.Info("measuring", "server", key, "url", j.url, "warmup", wrkSeconds(b.load.warmup), "duration", wrkSeconds(b.load.duration))
-	res, err := b.load.run(ctx, j)
+	slog.Info("measuring", "server", key, "url", j.url, "warmup", wrkSeconds(l.warmup), "duration", wrkSeconds(l.duration))
+	res, err := l.run(ctx, j)
 	if err != nil {
 		b.fail(key, fmt.Errorf("load %s: %w", key, err))
 		return

@@ -99,7 +99,7 @@ func TestLastItem(t *testing.T) {
 }
 
 func TestRowKeys(t *testing.T) {
-	if got := rowKeys([]string{keyCapgate, keySearch}); !slices.Equal(got, []string{keyCapgate, keySearch, keySearchFloor}) {
+	if got := rowKeys([]string{keyCapgate, keySearch}); !slices.Equal(got, []string{keyCapgate, keySearch, keySearchFloor, keySearch1, keySearchFloor1}) {
 		t.Errorf("rowKeys = %v", got)
 	}
 }
@@ -165,35 +165,45 @@ func measuredAt(rps float64, p50 time.Duration) *row {
 
 func TestSearchTargetLines(t *testing.T) {
 	ms := time.Millisecond
+	loaded := func(c, f *row) map[string]*row {
+		return map[string]*row{keySearch: c, keySearchFloor: f, keySearch1: measuredAt(200, 5*ms), keySearchFloor1: measuredAt(210, 5*ms-100*time.Microsecond)}
+	}
+	single := func(c, f *row) map[string]*row {
+		return map[string]*row{keySearch: measuredAt(90, 300*ms), keySearchFloor: measuredAt(100, 250*ms), keySearch1: c, keySearchFloor1: f}
+	}
 	for name, tc := range map[string]struct {
-		capgate, floor *row
-		want           [2]string
+		rows map[string]*row
+		want [2]string
 	}{
-		"both pass":         {measuredAt(90, 10*ms), measuredAt(100, 10*ms-100*time.Microsecond), [2]string{"PASS", "PASS"}},
-		"slower than 0.8×":  {measuredAt(79, 10*ms), measuredAt(100, 10*ms), [2]string{"FAIL", "PASS"}},
-		"p50 added":         {measuredAt(100, 10*ms), measuredAt(100, 9*ms), [2]string{"PASS", "FAIL"}},
-		"faster than floor": {measuredAt(120, 8*ms), measuredAt(100, 10*ms), [2]string{"PASS", "PASS"}},
-		"floor failed":      {measuredAt(100, ms), &row{err: errTest}, [2]string{"FAIL", "FAIL"}},
-		"capgate invalid":   {&row{runs: []*result{{rps: 1, requests: 2, checked: 2, bad: 1}}}, measuredAt(100, ms), [2]string{"FAIL", "FAIL"}},
-		"not run":           {nil, nil, [2]string{"FAIL", "FAIL"}},
+		"both pass":         {loaded(measuredAt(90, 300*ms), measuredAt(100, 250*ms)), [2]string{"PASS", "PASS"}},
+		"slower than 0.8×":  {loaded(measuredAt(79, 300*ms), measuredAt(100, 250*ms)), [2]string{"FAIL", "PASS"}},
+		"faster than floor": {loaded(measuredAt(120, 200*ms), measuredAt(100, 250*ms)), [2]string{"PASS", "PASS"}},
+		"p50 added":         {single(measuredAt(200, 5*ms), measuredAt(210, 4*ms)), [2]string{"PASS", "FAIL"}},
+		"p50 just within":   {single(measuredAt(200, 5*ms), measuredAt(210, 4700*time.Microsecond)), [2]string{"PASS", "PASS"}},
+		"floor failed":      {loaded(measuredAt(100, ms), &row{err: errTest}), [2]string{"FAIL", "PASS"}},
+		"capgate invalid":   {single(&row{runs: []*result{{rps: 1, requests: 2, checked: 2, bad: 1}}}, measuredAt(100, ms)), [2]string{"PASS", "FAIL"}},
+		"not run":           {map[string]*row{}, [2]string{"FAIL", "FAIL"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := searchTargetLines(tc.capgate, tc.floor)
-			if len(got) != 2 || !strings.HasPrefix(got[0], tc.want[0]+" ") || !strings.HasPrefix(got[1], tc.want[1]+" ") {
+			got := searchTargetLines(tc.rows, 64)
+			if len(got) < 2 || !strings.HasPrefix(got[0], tc.want[0]+" ") || !strings.HasPrefix(got[1], tc.want[1]+" ") {
 				t.Errorf("got %q, want %v", got, tc.want)
 			}
 		})
 	}
-	got := searchTargetLines(measuredAt(120, 8*time.Millisecond), measuredAt(100, 10*time.Millisecond))
-	if !strings.Contains(got[1], "= −2.00ms") || !strings.Contains(got[0], "= 1.20×") {
+	got := searchTargetLines(loaded(measuredAt(120, 8*ms), measuredAt(100, 10*ms)), 64)
+	if len(got) != 3 || !strings.Contains(got[0], "= 1.20×") || !strings.Contains(got[1], "= 100µs") ||
+		!strings.Contains(got[2], "at 64 connections: capgate p50 8.00ms − floor p50 10.00ms = −2.00ms (not judged") {
 		t.Errorf("figures: %q", got)
 	}
 }
 
 func TestSearchReport(t *testing.T) {
 	rows := map[string]*row{
-		keySearch:      measuredAt(180, 350*time.Millisecond),
-		keySearchFloor: measuredAt(200, 330*time.Millisecond),
+		keySearch:       measuredAt(180, 350*time.Millisecond),
+		keySearchFloor:  measuredAt(200, 330*time.Millisecond),
+		keySearch1:      measuredAt(250, 4*time.Millisecond),
+		keySearchFloor1: measuredAt(260, 3800*time.Microsecond),
 	}
 	rounds := []searchRound{{build: 42500 * time.Millisecond, sync: 40 * time.Second, size: 85_300_000, mismatched: []string{"piano"}}}
 	env := environment{wrk: "wrk x", threads: 2, connections: 64, warmup: "2s", duration: "10s", rounds: 1}
@@ -202,9 +212,10 @@ func TestSearchReport(t *testing.T) {
 	searchReport(&b, env, rows, rounds, 100_000)
 	out := b.String()
 	for _, want := range []string{
-		"100,000 documents", "platform.search (capgate)", "bleve direct (floor)", "180", "0.90×", "1.00×",
+		"100,000 documents", "platform.search (capgate)", "bleve direct (floor)", "the same, 1 connection", "180", "0.90×", "0.96×", "1.00×",
 		"searchable 42.5 s after capgate started", "the search plugin's sync itself 40.0 s", "85.3 MB on disk", "different hits for 1 queries (piano)",
-		"PASS  platform.search ≥ 0.8× bleve direct", "FAIL  added p50 ≤ 300µs: capgate p50 350ms − floor p50 330ms = 20.00ms",
+		"PASS  platform.search ≥ 0.8× bleve direct (64 connections)", "PASS  added p50 ≤ 300µs (1 connection): capgate p50 4.00ms − floor p50 3.80ms = 200µs",
+		"at 64 connections: capgate p50 350ms − floor p50 330ms = 20.00ms",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -217,7 +228,7 @@ func TestSearchReport(t *testing.T) {
 	b.Reset()
 	rows[keySearchFloor] = &row{err: errTest}
 	searchReport(&b, env, rows, nil, 100_000)
-	for _, want := range []string{"FAILED", "bleve direct (floor) FAILED: test failure", "FAIL  platform.search ≥ 0.8× bleve direct: bleve direct (floor) was not measured"} {
+	for _, want := range []string{"FAILED", "bleve direct (floor), index.Search in-process FAILED: test failure", "FAIL  platform.search ≥ 0.8× bleve direct (64 connections): bleve direct (floor) index.Search in-process was not measured"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
