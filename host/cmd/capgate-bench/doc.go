@@ -11,7 +11,19 @@
 //   - go-sdk: the official MCP Go SDK's stateless Streamable HTTP handler;
 //   - mcp-go: mcp-go's Streamable HTTP server in stateless mode;
 //   - booking: capgate again, calling booking.get (SQLite-backed) for a
-//     seeded booking owned by the bench user.
+//     seeded booking owned by the bench user;
+//   - search: capgate with the synthetic plugin (a generated catalogue of
+//     -search-documents items) and the search plugin, loaded with
+//     platform.search over 50 one- and two-word queries in turn (limit
+//     10), then, once capgate has stopped, the floor: capgate-search-floor
+//     running the same queries on the very index the search plugin built,
+//     in-process through the index package, at the same concurrency. Both
+//     run twice: at -connections (throughput) and at one connection / one
+//     goroutine (p50 of a single search, no queueing). The report adds
+//     the index's build time (capgate start → every document searchable)
+//     and size on disk, and judges two targets: platform.search at least
+//     0.8× the floor's throughput, and at most 0.3 ms added to the floor's
+//     p50 at one connection.
 //
 // The in-process servers (echo, go-sdk, mcp-go) each listen on their own
 // loopback port inside this process. Every server is first checked with one
@@ -23,11 +35,15 @@
 // Usage:
 //
 //	capgate-bench [-bin ./bin] [-duration 10s] [-warmup 2s] [-connections 64]
-//	              [-threads 2] [-only capgate,echo,go-sdk,mcp-go,booking]
+//	              [-threads 2] [-only capgate,echo,go-sdk,mcp-go,booking,search]
 //	              [-rounds 1] [-settle 30s] [-start-timeout 30s]
+//	              [-search-documents 100000] [-search-ready-timeout 15m]
 //
-// The bin directory must hold capgate and capgate-plugin-hello, and
-// capgate-plugin-booking when the booking row is selected.
+// The bin directory must hold capgate and capgate-plugin-hello,
+// capgate-plugin-booking when the booking row is selected, and
+// capgate-plugin-synthetic, capgate-plugin-search and capgate-search-floor
+// (go build ./plugins/search/cmd/search-floor; make bench builds it) when
+// the search rows are.
 //
 // The bench shares the machine with whatever else runs on it. Before each
 // server it waits (up to -settle) for other processes to leave the CPU idle,
