@@ -296,7 +296,9 @@ func (c *call) resourcesRead(id []byte, ps *params, out []byte) (int, []byte) {
 	out = append(out, `,"mimeType":"`+recordMimeType+`","text":`...)
 	out = appendString(out, record)
 	out = append(out, "}]"...)
-	return http.StatusOK, c.closeResult(out, false)
+	// 2026-07-28 makes a read result cacheable like a list: ttlMs and
+	// cacheScope are required.
+	return http.StatusOK, c.closeResult(out, true)
 }
 
 // resourceNotFound is the error each revision prescribes for a URI the

@@ -174,6 +174,11 @@ func TestResourcesReadRecord(t *testing.T) {
 				if tail != (ver == Version20260728) {
 					t.Fatalf("resultType present=%v at %q", tail, ver)
 				}
+				// 2026-07-28 requires the caching hints on a read result.
+				_, hasTTL := res["ttlMs"]
+				if modern := ver == Version20260728; hasTTL != modern || (modern && res["cacheScope"] != "private") {
+					t.Fatalf("ttlMs present=%v cacheScope=%v at %q", hasTTL, res["cacheScope"], ver)
+				}
 			})
 		}
 	}
