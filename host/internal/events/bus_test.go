@@ -82,6 +82,13 @@ func TestNATSContract(t *testing.T) {
 			sizes[bus] = s
 			return bus
 		},
+		Leftovers: func(t *testing.T, bus events.Bus) []string {
+			names, err := bus.(*events.NATS).ConsumerNames(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return names
+		},
 	})
 }
 

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +57,10 @@ type Bus interface {
 	// after after. Two live subscriptions of one name on one bus are
 	// refused. ctx bounds only the setup.
 	Subscribe(ctx context.Context, name string, after uint64, handler Handler) (Subscription, error)
+	// Follow is Subscribe for a subscriber that keeps its own cursor: the
+	// subscription has a fresh name, always starts after cursor after, and
+	// leaves nothing on the bus once closed.
+	Follow(ctx context.Context, after uint64, handler Handler) (Subscription, error)
 	// Since returns up to limit retained events with cursors greater than
 	// after, oldest first, and the oldest retained cursor (0 when nothing is
 	// retained). When events after after have already been dropped it
@@ -198,6 +203,9 @@ func validateSubscriber(name string) error {
 	}
 	return nil
 }
+
+// followerName is a subscriber name no other subscription has.
+func followerName() string { return "follower-" + rand.Text() }
 
 func validateLimit(limit int) error {
 	if limit <= 0 {

@@ -192,6 +192,11 @@ func (b *InProcess) Subscribe(ctx context.Context, name string, after uint64, h 
 	return s, nil
 }
 
+// Follow implements [Bus]: the in-process bus keeps nothing per subscriber.
+func (b *InProcess) Follow(ctx context.Context, after uint64, h Handler) (Subscription, error) {
+	return b.Subscribe(ctx, followerName(), after, h)
+}
+
 // Close implements [Bus].
 func (b *InProcess) Close() error {
 	b.mu.Lock()

@@ -248,6 +248,22 @@ func (b *NATS) Since(ctx context.Context, after uint64, limit int) ([]Event, uin
 // acknowledgements and ignores after. The consumer allows one
 // unacknowledged event, which keeps delivery in order across redeliveries.
 func (b *NATS) Subscribe(ctx context.Context, name string, after uint64, h Handler) (Subscription, error) {
+	return b.subscribe(ctx, name, after, false, h)
+}
+
+// Follow implements [Bus] with a consumer of a fresh name that Close
+// deletes; one left behind by a host that died expires after
+// followInactive without pulls.
+func (b *NATS) Follow(ctx context.Context, after uint64, h Handler) (Subscription, error) {
+	return b.subscribe(ctx, followerName(), after, true, h)
+}
+
+// followInactive is how long the server keeps a follower's consumer that
+// nobody pulls from: well above the pull expiry, so a live follower never
+// loses it.
+const followInactive = time.Minute
+
+func (b *NATS) subscribe(ctx context.Context, name string, after uint64, follow bool, h Handler) (Subscription, error) {
 	if err := validateSubscriber(name); err != nil {
 		return nil, fmt.Errorf("events: subscribe: %w", err)
 	}
@@ -263,11 +279,11 @@ func (b *NATS) Subscribe(ctx context.Context, name string, after uint64, h Handl
 		b.mu.Unlock()
 		return nil, fmt.Errorf("events: subscribe %q: %w: already subscribed on this bus", name, ErrInvalidSubscriber)
 	}
-	s := &natsSub{bus: b, name: name, done: make(chan struct{})}
+	s := &natsSub{bus: b, name: name, follow: follow, done: make(chan struct{})}
 	b.subs[name] = s // reserve the name while setting up
 	b.mu.Unlock()
 
-	cons, err := b.consumer(ctx, name, after)
+	cons, err := b.consumer(ctx, name, after, follow)
 	if err == nil {
 		s.iter, err = cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(pullExpiry))
 		if err != nil {
@@ -291,7 +307,7 @@ func (b *NATS) Subscribe(ctx context.Context, name string, after uint64, h Handl
 	return s, nil
 }
 
-func (b *NATS) consumer(ctx context.Context, name string, after uint64) (jetstream.Consumer, error) {
+func (b *NATS) consumer(ctx context.Context, name string, after uint64, follow bool) (jetstream.Consumer, error) {
 	cons, err := b.stream.Consumer(ctx, name)
 	if err == nil {
 		return cons, nil
@@ -311,6 +327,10 @@ func (b *NATS) consumer(ctx context.Context, name string, after uint64) (jetstre
 		// consumer on the server forever.
 		InactiveThreshold: b.cfg.InactiveThreshold,
 		FilterSubject:     b.cfg.SubjectPrefix + ".>",
+	}
+	if follow {
+		cfg.Description = "capgate events follower (deleted when it closes)"
+		cfg.InactiveThreshold = followInactive
 	}
 	if after > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
@@ -362,6 +382,19 @@ func (b *NATS) Close() error {
 	return nil
 }
 
+// ConsumerNames lists the stream's consumers, for tests and diagnostics.
+func (b *NATS) ConsumerNames(ctx context.Context) ([]string, error) {
+	var names []string
+	l := b.stream.ConsumerNames(ctx)
+	for n := range l.Name() {
+		names = append(names, n)
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("events: consumers of stream %s: %w", b.cfg.Stream, err)
+	}
+	return names, nil
+}
+
 // DeleteStream removes the bus's stream and its consumers from the server.
 // Meant for tests and operators; the bus must be open.
 func (b *NATS) DeleteStream(ctx context.Context) error {
@@ -374,10 +407,13 @@ func (b *NATS) DeleteStream(ctx context.Context) error {
 type natsSub struct {
 	bus    *NATS
 	name   string
+	follow bool // delete the consumer on Close
 	iter   jetstream.MessagesContext
 	cancel context.CancelFunc
 	once   sync.Once
 	done   chan struct{}
+
+	deleteOnce sync.Once
 }
 
 func (s *natsSub) Name() string { return s.name }
@@ -390,6 +426,17 @@ func (s *natsSub) Close() error {
 		s.iter.Drain()
 	})
 	<-s.done
+	if s.follow {
+		s.deleteOnce.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := s.bus.stream.DeleteConsumer(ctx, s.name)
+			if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				// It expires by itself after followInactive.
+				s.bus.log.Warn("deleting a follower's consumer failed", "subscriber", s.name, "err", err)
+			}
+		})
+	}
 	return nil
 }
 

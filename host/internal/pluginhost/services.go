@@ -2,7 +2,6 @@ package pluginhost
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,10 +142,9 @@ func (h hostService) Bus(ctx context.Context, _ *capgatev1.BusRequest) (*capgate
 	return &capgatev1.BusResponse{Id: st.ID, Oldest: st.Oldest, Last: st.Last}, nil
 }
 
-// Subscribe streams the bus's events after req.After. Each stream is a bus
-// subscription of its own, named afresh, so it starts exactly after the
-// cursor the plugin kept (a durable bus would otherwise resume a consumer
-// of the same name from its own acknowledgements). A gap in the cursors
+// Subscribe streams the bus's events after req.After. Each stream follows
+// the bus from exactly the cursor the plugin kept, which is the plugin's to
+// persist, and leaves nothing on the bus when it ends. A gap in the cursors
 // means events were dropped before delivery, and ends the stream.
 func (h hostService) Subscribe(req *capgatev1.SubscribeRequest, stream grpc.ServerStreamingServer[capgatev1.BusEvent]) error {
 	bus := h.svc.bus
@@ -197,24 +195,18 @@ func (h hostService) Subscribe(req *capgatev1.SubscribeRequest, stream grpc.Serv
 		}
 		return nil
 	}
-	name := subscriberName(h.plugin)
-	sub, err := bus.Subscribe(ctx, name, req.After, handle)
+	sub, err := bus.Follow(ctx, req.After, handle)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "event bus: %v", err)
 	}
 	defer sub.Close()
-	h.svc.log.Debug("plugin subscribed to events", "plugin", h.plugin, "subscriber", name, "after", req.After)
+	h.svc.log.Debug("plugin subscribed to events", "plugin", h.plugin, "subscriber", sub.Name(), "after", req.After)
 	select {
 	case <-ctx.Done():
 		return nil
 	case err := <-failed:
 		return err
 	}
-}
-
-// subscriberName is a bus subscriber name no other subscription has.
-func subscriberName(plugin string) string {
-	return fmt.Sprintf("plugin-%.32s-%s", plugin, rand.Text()[:12])
 }
 
 // Start tells every plugin, in start order, that all plugins are

@@ -25,6 +25,9 @@ type Harness struct {
 	// restarted host would open it. Nil for a bus without durable storage:
 	// its resume test then resumes from a given cursor.
 	Reopen func(t *testing.T, old events.Bus) events.Bus
+	// Leftovers lists what a bus keeps for subscribers (a JetStream
+	// stream's consumers); nil for a bus that keeps nothing.
+	Leftovers func(t *testing.T, bus events.Bus) []string
 }
 
 const wait = 10 * time.Second
@@ -51,6 +54,7 @@ func RunContract(t *testing.T, h Harness) {
 		{"CloseStopsDelivery", testClose},
 		{"Resume", testResume},
 		{"State", testState},
+		{"Follow", testFollow},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
@@ -630,5 +634,50 @@ func testState(t *testing.T, h Harness) {
 	}
 	if _, err := bus.State(ctx(t)); !errors.Is(err, events.ErrClosed) {
 		t.Errorf("state after close: %v, want ErrClosed", err)
+	}
+}
+
+// testFollow: followers start exactly after their cursor, even after a
+// restart of a durable bus, run side by side, and leave nothing behind.
+func testFollow(t *testing.T, h Harness) {
+	bus := h.New(t, 100)
+	cursors := publishN(t, bus, 0, 4)
+	first, second := newRecorder(), newRecorder()
+	a, err := bus.Follow(ctx(t), cursors[1], first.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.Follow(ctx(t), cursors[2], second.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cursorsOf(first.waitFor(t, 2)); !slices.Equal(got, cursors[2:]) {
+		t.Errorf("follower after %d got %v, want %v", cursors[1], got, cursors[2:])
+	}
+	if got := cursorsOf(second.waitFor(t, 1)); !slices.Equal(got, cursors[3:]) {
+		t.Errorf("follower after %d got %v, want %v", cursors[2], got, cursors[3:])
+	}
+	if a.Name() == b.Name() {
+		t.Errorf("two followers share the name %q", a.Name())
+	}
+	for _, s := range []events.Subscription{a, b} {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.Leftovers != nil {
+		if left := h.Leftovers(t, bus); len(left) != 0 {
+			t.Errorf("closed followers left %v on the bus", left)
+		}
+	}
+	// Following again from an older cursor replays from there.
+	again := newRecorder()
+	c, err := bus.Follow(ctx(t), cursors[0], again.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := cursorsOf(again.waitFor(t, 3)); !slices.Equal(got, cursors[1:]) {
+		t.Errorf("a second follower after %d got %v, want %v", cursors[0], got, cursors[1:])
 	}
 }
