@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/capgate/capgate/plugins/search/internal/index"
 	"github.com/capgate/capgate/plugins/search/internal/search"
 	"github.com/capgate/capgate/sdk"
 )
@@ -9,6 +10,7 @@ import (
 var version = "dev"
 
 func main() {
+	index.TuneGC()
 	p := sdk.New("search", version)
 	search.Register(p)
 	sdk.Serve(p)

@@ -56,6 +56,9 @@ type Check struct {
 }
 
 func main() {
+	// The same runtime tuning as the search plugin: the floor differs from
+	// it only by the path a query takes.
+	index.TuneGC()
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "search-floor:", err)
 		os.Exit(1)
