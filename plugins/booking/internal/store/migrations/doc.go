@@ -1,9 +1,11 @@
 // Package migrations holds the booking schema history as numbered SQL files
-// (NNNN_name.sql), applied in order by package migrate.
+// (NNNN_name.sql), applied in order by sdk/sqlmigrate.
 //
-// The files are shared by every storage engine, so they stick to SQL that
-// SQLite and PostgreSQL both accept: TEXT, INTEGER, CHECK, foreign keys and
-// partial indexes. Times are stored as fixed-width RFC 3339 UTC text
-// ("2006-01-02T15:04:05Z"), which sorts chronologically as plain text.
-// A file, once released, is never edited; a change is a new file.
+// There is one history, written once per engine: sqlite/ and postgres/ hold
+// the same versions under the same names (sqlmigrate.LoadDialect refuses
+// them otherwise). SQLite stores times as fixed-width RFC 3339 UTC text
+// ("2006-01-02T15:04:05Z"), which sorts chronologically as plain text;
+// PostgreSQL stores them as timestamptz. Constraints and the partial unique
+// index on active slots are the same in both. A file, once released, is
+// never edited; a change is a new file in both directories.
 package migrations

@@ -2,7 +2,7 @@ package migrations
 
 import "embed"
 
-// FS holds the migration files.
+// FS holds the migration files, one directory per sqlmigrate.Dialect.
 //
-//go:embed *.sql
+//go:embed sqlite/*.sql postgres/*.sql
 var FS embed.FS

@@ -13,8 +13,8 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/capgate/capgate/plugins/booking/internal/store"
-	"github.com/capgate/capgate/plugins/booking/internal/store/migrate"
 	"github.com/capgate/capgate/plugins/booking/internal/store/migrations"
+	"github.com/capgate/capgate/sdk/sqlmigrate"
 )
 
 // busyTimeout is how long a writer waits for another to finish. Writes
@@ -66,12 +66,12 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open booking database %q: %w", path, err)
 	}
-	ms, err := migrate.Load(migrations.FS)
+	ms, err := sqlmigrate.LoadDialect(migrations.FS, sqlmigrate.SQLite)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("booking database %q: %w", path, err)
 	}
-	applied, err := migrate.Apply(ctx, db, ms, nil)
+	applied, err := sqlmigrate.Apply(ctx, db, sqlmigrate.SQLite, ms)
 	for _, m := range applied {
 		log.Info("applied migration", "db", path, "version", m.Version, "name", m.Name)
 	}
