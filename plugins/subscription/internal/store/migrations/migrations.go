@@ -1,0 +1,8 @@
+package migrations
+
+import "embed"
+
+// FS holds the migration files, under a directory per sqlmigrate.Dialect.
+//
+//go:embed sqlite/*.sql
+var FS embed.FS

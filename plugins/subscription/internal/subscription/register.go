@@ -1,0 +1,208 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/capgate/capgate/plugins/subscription/internal/store/sqlite"
+	"github.com/capgate/capgate/sdk"
+)
+
+// Pack is the operator toggle of every subscription capability.
+const Pack = "subscription"
+
+// Permissions the capabilities require.
+const (
+	PermRead      = "subscription.read"
+	PermWrite     = "subscription.write"
+	PermCatalogue = "catalogue.read"
+)
+
+// EntityPlan is the catalogue entity type of a plan.
+const EntityPlan = "subscription.plan"
+
+// DBFile is the database's file name inside the plugin's data directory.
+const DBFile = "subscription.db"
+
+// Config is the plugin's config block.
+type Config struct {
+	// Seed names data to load into an empty database on first start:
+	// "demo", or empty for none.
+	Seed string `json:"seed"`
+}
+
+// Option adjusts Register.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+}
+
+// WithClock makes the service read the time from now instead of time.Now,
+// so tests can move past period ends and renewals.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Register adds the subscription capabilities to p. The service behind
+// them is built when the host configures p: the store opens then, in the
+// data directory the host hands over.
+func Register(p *sdk.Plugin, opts ...Option) {
+	o := options{now: time.Now}
+	for _, f := range opts {
+		f(&o)
+	}
+	// svc is set once by OnConfigure; the SDK serves no call before that,
+	// the atomic makes the hand-over visible to every serving goroutine.
+	var svc atomic.Pointer[Service]
+	get := func() (*Service, error) {
+		if s := svc.Load(); s != nil {
+			return s, nil
+		}
+		return nil, errors.New("subscription plugin is not configured")
+	}
+
+	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
+		var cfg Config
+		if err := env.DecodeConfig(&cfg); err != nil {
+			return fmt.Errorf("subscription config: %w", err)
+		}
+		if cfg.Seed != "" && cfg.Seed != SeedDemo {
+			return fmt.Errorf("subscription config: seed %q is unknown; use %q or leave it out", cfg.Seed, SeedDemo)
+		}
+		if env.DataDir == "" {
+			return errors.New("subscription: the host gave no data directory")
+		}
+		fi, err := os.Stat(env.DataDir)
+		if err != nil {
+			return fmt.Errorf("subscription: data directory: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("subscription: data directory %q is not a directory", env.DataDir)
+		}
+		st, err := sqlite.Open(ctx, filepath.Join(env.DataDir, DBFile), env.Logger)
+		if err != nil {
+			return fmt.Errorf("subscription: %w", err)
+		}
+		s := NewService(st, o.now, env.Logger)
+		s.SetPublisher(env.Publish)
+		if cfg.Seed != "" {
+			if _, err := s.Seed(ctx, cfg.Seed); err != nil {
+				st.Close()
+				return fmt.Errorf("subscription: %w", err)
+			}
+		}
+		p.OnClose(st.Close)
+		svc.Store(s)
+		return nil
+	})
+
+	// Plans are a public catalogue and searchable; subscriptions are not,
+	// as they belong to a person.
+	p.ProvideEntity(sdk.Entity{
+		Name:        EntityPlan,
+		Description: "a subscription plan: what it includes, its price and period; subscribe with subscription.subscribe",
+		Version:     PlanDocVersion,
+		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+			s, err := get()
+			if err != nil {
+				return nil, err
+			}
+			return s.PlanDocuments(ctx, after, limit)
+		},
+		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
+			s, err := get()
+			if err != nil {
+				return nil, err
+			}
+			return s.PlanDocumentsByID(ctx, ids)
+		},
+		Record: func(ctx context.Context, id string) (any, error) {
+			s, err := get()
+			if err != nil {
+				return nil, err
+			}
+			return s.PlanRecord(ctx, id)
+		},
+	})
+
+	sdk.Add(p, sdk.Tool[PlansIn, PlansOut]{
+		Name:        "subscription.plans",
+		Description: "List the subscription plans with what they include, their price (in cents) and period (month or year).",
+		Kind:        sdk.Read, Pack: Pack, Permission: PermCatalogue,
+		Handler: func(ctx context.Context, call sdk.Call, in PlansIn) (PlansOut, error) {
+			s, err := get()
+			if err != nil {
+				return PlansOut{}, err
+			}
+			return s.Plans(ctx, call, in)
+		},
+	})
+	sdk.Add(p, sdk.Tool[ListIn, ListOut]{
+		Name:        "subscription.list",
+		Description: "List your own subscriptions, ordered by start, optionally only active or only cancelled ones.",
+		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
+		Handler: func(ctx context.Context, call sdk.Call, in ListIn) (ListOut, error) {
+			s, err := get()
+			if err != nil {
+				return ListOut{}, err
+			}
+			return s.List(ctx, call, in)
+		},
+	})
+	sdk.Add(p, sdk.Tool[IDIn, Subscription]{
+		Name:        "subscription.get",
+		Description: "Show one of your subscriptions by id.",
+		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
+		Handler: func(ctx context.Context, call sdk.Call, in IDIn) (Subscription, error) {
+			s, err := get()
+			if err != nil {
+				return Subscription{}, err
+			}
+			return s.Get(ctx, call, in)
+		},
+		Owner: func(ctx context.Context, in IDIn) (string, error) {
+			s, err := get()
+			if err != nil {
+				return "", err
+			}
+			return s.Owner(ctx, in.ID)
+		},
+	})
+	sdk.Add(p, sdk.Tool[SubscribeIn, Subscription]{
+		Name: "subscription.subscribe",
+		Description: "Subscribe yourself to a plan from subscription.plans; it starts now and renews every period until cancelled. " +
+			"You can hold one active subscription per plan: a second is a conflict naming the one you have.",
+		Kind: sdk.Action, Pack: Pack, Permission: PermWrite,
+		Handler: func(ctx context.Context, call sdk.Call, in SubscribeIn) (Subscription, error) {
+			s, err := get()
+			if err != nil {
+				return Subscription{}, err
+			}
+			return s.Subscribe(ctx, call, in)
+		},
+	})
+	sdk.Add(p, sdk.Tool[CancelIn, CancelOut]{
+		Name: "subscription.cancel",
+		Description: "Cancel one of your subscriptions. By default it stays active until the end of the paid period and then ends " +
+			"(at_period_end true); at_period_end false ends it now. Cancelling again changes nothing and says so.",
+		Kind: sdk.Action, Pack: Pack, Permission: PermWrite, Destructive: true,
+		Handler: func(ctx context.Context, call sdk.Call, in CancelIn) (CancelOut, error) {
+			s, err := get()
+			if err != nil {
+				return CancelOut{}, err
+			}
+			return s.Cancel(ctx, call, in)
+		},
+		Owner: func(ctx context.Context, in CancelIn) (string, error) {
+			s, err := get()
+			if err != nil {
+				return "", err
+			}
+			return s.Owner(ctx, in.ID)
+		},
+	})
+}
