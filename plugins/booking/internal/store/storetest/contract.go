@@ -12,8 +12,9 @@ import (
 	"github.com/capgate/capgate/plugins/booking/internal/store"
 )
 
-// RunContract runs the store contract. newStore must return an empty,
-// migrated store on its own database; RunContract closes it.
+// RunContract runs the store contract, its tests in parallel. newStore must
+// return an empty, migrated store on its own database (a fresh file, a fresh
+// PostgreSQL schema); RunContract closes it.
 func RunContract(t *testing.T, newStore func(t *testing.T) store.Store) {
 	open := func(t *testing.T) store.Store {
 		t.Helper()
@@ -53,6 +54,8 @@ func RunContract(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each test has its own database, so they may run side by side.
+			t.Parallel()
 			tc.run(t, open(t))
 		})
 	}

@@ -1,8 +1,10 @@
 -- Bookable resources and the bookings made on them.
--- PostgreSQL form of sqlite/0001_resources_bookings.sql: times are timestamptz.
+-- PostgreSQL form of sqlite/0001_resources_bookings.sql: times are timestamptz,
+-- and ids compare byte by byte (COLLATE "C"), as in SQLite, so every listing
+-- comes out in the same order whatever the database's locale.
 
 CREATE TABLE resources (
-    id            TEXT    PRIMARY KEY,
+    id            TEXT    COLLATE "C" PRIMARY KEY,
     name          TEXT    NOT NULL CHECK (name <> ''),
     kind          TEXT    NOT NULL CHECK (kind <> ''),
     description   TEXT    NOT NULL DEFAULT '',
@@ -15,9 +17,9 @@ CREATE TABLE resources (
 );
 
 CREATE TABLE bookings (
-    id           TEXT        PRIMARY KEY,
-    resource_id  TEXT        NOT NULL REFERENCES resources (id),
-    user_id      TEXT        NOT NULL CHECK (user_id <> ''),
+    id           TEXT        COLLATE "C" PRIMARY KEY,
+    resource_id  TEXT        COLLATE "C" NOT NULL REFERENCES resources (id),
+    user_id      TEXT        COLLATE "C" NOT NULL CHECK (user_id <> ''),
     starts_at    TIMESTAMPTZ NOT NULL,
     ends_at      TIMESTAMPTZ NOT NULL,
     status       TEXT        NOT NULL CHECK (status IN ('active', 'cancelled')),
