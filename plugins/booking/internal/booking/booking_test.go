@@ -16,6 +16,7 @@ import (
 	"github.com/capgate/capgate/plugins/booking/internal/booking"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/pgtest"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -180,7 +181,14 @@ func TestConfigure(t *testing.T) {
 		{"empty seed", map[string]any{"seed": ""}, "", ""},
 		{"demo seed", demo, "", ""},
 		{"unknown seed", map[string]any{"seed": "prod"}, "", `seed "prod" is unknown`},
-		{"unknown key", map[string]any{"seed": "demo", "dsn": "postgres://x"}, "", `"dsn"`},
+		{"unknown key", map[string]any{"seed": "demo", "dns": "postgres://x"}, "", `"dns"`},
+		{"dsn of another engine", map[string]any{"dsn": "mysql://u:s3cret@db/booking"}, "", "dsn must be a postgres:// or postgresql:// URL"},
+		{"dsn in key=value form", map[string]any{"dsn": "host=db password=s3cret"}, "", "left out for SQLite"},
+		{"dsn of the wrong type", map[string]any{"dsn": 5}, "", "booking config"},
+		{"postgres unreachable", map[string]any{"dsn": "postgres://u:s3cret@127.0.0.1:1/booking?connect_timeout=2"}, "",
+			"booking config: dsn postgres://u:xxxxx@127.0.0.1:1/booking"},
+		{"postgresql URL unparsable", map[string]any{"dsn": "postgresql://u:s3cret@127.0.0.1:port/booking"}, "",
+			"booking config: dsn postgresql://(unparsable URL)"},
 		{"seed of the wrong type", map[string]any{"seed": 5}, "", "booking config"},
 		{"data dir is a file", nil, fileDir, "not a directory"},
 		{"data dir missing", nil, filepath.Join(t.TempDir(), "gone"), "data directory"},
@@ -202,7 +210,61 @@ func TestConfigure(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("configure error = %v; want it to contain %q", err, tc.wantErr)
 			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("configure error = %v; it shows the password", err)
+			}
 		})
+	}
+}
+
+func withoutIDs(bs []booking.Booking) []booking.Booking {
+	for i := range bs {
+		bs[i].ID = ""
+	}
+	return bs
+}
+
+// TestPostgresReplicas runs the plugin on PostgreSQL (dsn) as two replicas
+// starting together on one database: both migrate and seed it, the demo
+// data lands once, and each replica sees what the other books.
+func TestPostgresReplicas(t *testing.T) {
+	config := map[string]any{"seed": "demo", "dsn": pgtest.SchemaDSN(t)}
+	var replicas [2]*sdktest.Client
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replicas[i], errs[i] = sdktest.StartIn(t, newPlugin(now), config, t.TempDir())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("replica %d: configure: %v", i, err)
+		}
+	}
+	onSQLite := start(t, demo)
+	wantRes := sdktest.Call[booking.ResourcesOut](t, onSQLite, "booking.resources", alice, nil).Resources
+	for i, c := range replicas {
+		res := sdktest.Call[booking.ResourcesOut](t, c, "booking.resources", alice, nil).Resources
+		if fmt.Sprint(res) != fmt.Sprint(wantRes) {
+			t.Fatalf("replica %d lists %d resources; want the %d of the demo seed, once, as on SQLite", i, len(res), len(wantRes))
+		}
+		// Ids are random: equal between replicas, and otherwise as on SQLite.
+		if got, other := list(t, c, alice, nil), list(t, replicas[1-i], alice, nil); fmt.Sprint(got) != fmt.Sprint(other) {
+			t.Fatalf("replica %d: alice's bookings %+v; the other replica lists %+v", i, got, other)
+		}
+		if got, want := withoutIDs(list(t, c, alice, nil)), withoutIDs(list(t, onSQLite, alice, nil)); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("replica %d: alice's bookings %+v; want %+v as on SQLite", i, got, want)
+		}
+	}
+	slot := freeStarts(t, replicas[0], booking.AvailabilityIn{ResourceID: wantRes[0].ID})[0]
+	b := sdktest.Call[booking.Booking](t, replicas[0], "booking.create", carol, booking.CreateIn{ResourceID: wantRes[0].ID, Start: slot})
+	fail(t, replicas[1], "booking.create", bob, booking.CreateIn{ResourceID: wantRes[0].ID, Start: slot}, conflict)
+	if got := list(t, replicas[1], carol, nil); len(got) != 1 || got[0].ID != b.ID {
+		t.Fatalf("replica 1 lists carol's bookings as %+v; want the one replica 0 made", got)
 	}
 }
 

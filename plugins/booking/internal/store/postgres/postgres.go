@@ -34,6 +34,10 @@ const (
 	bookingsResource = "bookings_resource_id_fkey"
 )
 
+// defaultConnectTimeout bounds the first connection when the DSN sets no
+// connect_timeout.
+const defaultConnectTimeout = 10 * time.Second
+
 // Store is a store.Store on a PostgreSQL database.
 type Store struct {
 	pool *pgxpool.Pool
@@ -57,7 +61,15 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open booking database: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	pingCtx := ctx
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A server that drops packets would otherwise hold start-up until
+		// the host gives up on configure, with a less useful message.
+		var cancel context.CancelFunc
+		pingCtx, cancel = context.WithTimeout(ctx, defaultConnectTimeout)
+		defer cancel()
+	}
+	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open booking database: %w", err)
 	}
