@@ -554,6 +554,13 @@ func postgresBackend(t *testing.T) dsBackend {
 // data. bookingConfig replaces the booking plugin's config block.
 func startHostIn(t *testing.T, dir, bookingConfig string) *host {
 	t.Helper()
+	return startHostWith(t, dir, bookingConfig, nil)
+}
+
+// startHostWith is startHostIn with edit, when set, rewriting the
+// configuration text before the host reads it.
+func startHostWith(t *testing.T, dir, bookingConfig string, edit func(string) string) *host {
+	t.Helper()
 	bins := binaries(t)
 	plugins := map[string]string{}
 	for _, name := range pluginNames {
@@ -568,6 +575,9 @@ func startHostIn(t *testing.T, dir, bookingConfig string) *host {
 	port := freePort(t)
 	cfgText := hostConfig(port, filepath.Join(dir, "data"), plugins)
 	cfgText = strings.Replace(cfgText, "config: {seed: demo}", "config: "+bookingConfig, 1)
+	if edit != nil {
+		cfgText = edit(cfgText)
+	}
 	cfg := filepath.Join(dir, "capgate.yaml")
 	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
