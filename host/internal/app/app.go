@@ -143,9 +143,22 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Dispatcher:      gate,
 		Records:         records(cat, plugins),
 		Auth:            auth.New(cfg.Tokens),
+		Health:          pluginHealth(plugins),
 		Logger:          log,
 	})
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus}, nil
+}
+
+// pluginHealth feeds GET /healthz from the plugins' exit watchers.
+func pluginHealth(plugins *pluginhost.Host) server.HealthFunc {
+	return func() []server.PluginHealth {
+		hs := plugins.Health()
+		out := make([]server.PluginHealth, len(hs))
+		for i, h := range hs {
+			out[i] = server.PluginHealth{Name: h.Name, Alive: h.Alive, DiedAt: h.DiedAt}
+		}
+		return out
+	}
 }
 
 // Catalogue records are MCP resources read and listed through these

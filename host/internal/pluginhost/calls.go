@@ -116,6 +116,13 @@ func (c *callStream) forget(id uint64) {
 	c.mu.Unlock()
 }
 
+// failure is why the stream failed, once done is closed.
+func (c *callStream) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
 // close ends the stream; calls still waiting fail.
 func (c *callStream) close() {
 	c.sendMu.Lock()

@@ -33,6 +33,12 @@ func (s *slogLogger) Log(level hclog.Level, msg string, args ...any) {
 	if !ok {
 		lvl = slog.LevelInfo
 	}
+	// go-plugin's own line for a process that exited with an error: the
+	// exit watcher (liveness.go) logs a death once at error level, and an
+	// exit while the host stops the plugin is no error.
+	if s.name == "" && msg == "plugin process exited" && lvl > slog.LevelInfo {
+		lvl = slog.LevelInfo
+	}
 	ctx := context.Background()
 	if !s.l.Enabled(ctx, lvl) {
 		return

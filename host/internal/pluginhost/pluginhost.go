@@ -60,6 +60,9 @@ type Options struct {
 type Plugin struct {
 	spec     Spec
 	client   *plugin.Client
+	cmd      *exec.Cmd
+	live     *liveness
+	watching bool // the exit watcher runs
 	rpc      capgatev1.PluginServiceClient
 	describe *capgatev1.DescribeResponse
 	calls    *callStream
@@ -168,7 +171,7 @@ func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin,
 		GRPCDialOptions:  grpcDialOptions,
 		Logger:           newHCLog(opts.Logger.With("plugin", s.Name)),
 	})
-	p := &Plugin{spec: s, client: client}
+	p := &Plugin{spec: s, client: client, cmd: cmd, live: newLiveness()}
 	defer func() {
 		if err != nil {
 			p.stop()
@@ -180,6 +183,7 @@ func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin,
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, explainStart(err))
 	}
+	p.live.pid = p.PID()
 	if v := client.NegotiatedVersion(); v != capgatev1.ProtocolVersion {
 		return nil, fmt.Errorf("speaks plugin protocol %d, this host speaks %d", v, capgatev1.ProtocolVersion)
 	}
@@ -228,6 +232,8 @@ func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin,
 	if p.calls, err = openCalls(context.WithoutCancel(ctx), p.rpc); err != nil {
 		return nil, fmt.Errorf("open call stream: %s", statusMessage(err))
 	}
+	p.watching = true
+	go p.watch(opts.Logger)
 	return p, nil
 }
 
@@ -315,6 +321,8 @@ func (h *Host) Stop() {
 }
 
 func (p *Plugin) stop() {
+	// First, so the watcher does not take the exit that follows for a death.
+	p.live.halt()
 	if p.calls != nil {
 		p.calls.close()
 	}
@@ -322,4 +330,7 @@ func (p *Plugin) stop() {
 		p.stopHost()
 	}
 	p.client.Kill()
+	if p.watching {
+		<-p.live.done
+	}
 }

@@ -72,7 +72,15 @@ func (p *Plugin) rpcError(ctx context.Context, what, capability string, err erro
 	case codes.Canceled:
 		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, context.Canceled)
 	}
-	return fmt.Errorf("plugin %q: %s %s: %s", p.spec.Name, what, capability, statusMessage(err))
+	msg := statusMessage(err)
+	// A dead plugin fails every call at once; say so rather than how the
+	// stream broke, so the log names the plugin that died.
+	if dead := p.deadError(); dead != "" {
+		msg = dead
+	} else if p.client.Exited() {
+		msg = "the plugin process has exited"
+	}
+	return fmt.Errorf("plugin %q: %s %s: %s", p.spec.Name, what, capability, msg)
 }
 
 func toolError(e *capgatev1.ToolError) *dispatch.ToolError {

@@ -71,6 +71,9 @@ type Options struct {
 	// Records makes the platform's catalogue records MCP resources (see
 	// mcp.Records); the zero value serves none.
 	Records mcp.Records
+	// Health reports the plugins' liveness for GET /healthz, which answers
+	// 503 while any plugin is dead; nil reports none (always 200).
+	Health HealthFunc
 	// Logger receives request logs (debug) and failures; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -124,8 +127,8 @@ func New(opts Options) *Server {
 	// otherwise answer 405, revealing the path).
 	e.Any(MCPPath, endpoint, timeout)
 	e.RouteNotFound(MCPPath, endpoint, timeout)
-	e.GET(HealthPath, health)
-	e.HEAD(HealthPath, health)
+	e.GET(HealthPath, s.health)
+	e.HEAD(HealthPath, s.health)
 	s.echo = e
 
 	s.http = &http.Server{
@@ -227,8 +230,6 @@ func withTimeout(d time.Duration) echo.MiddlewareFunc {
 		}
 	}
 }
-
-func health(c echo.Context) error { return c.String(http.StatusOK, "ok") }
 
 // recoverPanics turns a panic into a logged 500 instead of a dropped
 // connection. The answer is echo's generic one: no detail leaves the host.

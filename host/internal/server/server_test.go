@@ -212,29 +212,6 @@ func TestAuthenticatedRequests(t *testing.T) {
 	}
 }
 
-func TestHealth(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.Enabled = false })
-	base := f.serve(t)
-	for _, m := range []string{http.MethodGet, http.MethodHead} {
-		t.Run(m, func(t *testing.T) {
-			req, _ := http.NewRequest(m, base+HealthPath, nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			want := "ok"
-			if m == http.MethodHead {
-				want = ""
-			}
-			if resp.StatusCode != 200 || string(body) != want {
-				t.Fatalf("got %d %q", resp.StatusCode, body)
-			}
-		})
-	}
-}
-
 func TestBodyLimit(t *testing.T) {
 	cases := []struct {
 		name   string
