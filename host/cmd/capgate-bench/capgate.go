@@ -43,6 +43,8 @@ type capgateConfig struct {
 	Roles   map[string][]string `yaml:"roles"`
 	Packs   map[string]bool     `yaml:"packs"`
 	Plugins []pluginConfig      `yaml:"plugins"`
+	// Events is set by the replicas rows only (replicas.go).
+	Events *eventsConfig `yaml:"events,omitempty"`
 }
 
 type tokenConfig struct {

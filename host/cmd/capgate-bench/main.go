@@ -28,7 +28,11 @@ const (
 )
 
 // allKeys are the servers -only accepts.
-var allKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
+var allKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch, keyReplicas}
+
+// defaultKeys are the servers run without -only: the replicas rows
+// (replicas.go) need PostgreSQL and NATS, so they are opt-in.
+var defaultKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
 
 // greetKeys are the rows of the main table.
 var greetKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
@@ -37,6 +41,10 @@ var greetKeys = []string{keyCapgate, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
 func rowKeys(selected []string) []string {
 	var out []string
 	for _, k := range selected {
+		if k == keyReplicas {
+			out = append(out, replicaKeys()...)
+			continue
+		}
 		out = append(out, k)
 		if k == keySearch {
 			out = append(out, keySearchFloor, keySearch1, keySearchFloor1)
@@ -59,6 +67,8 @@ type options struct {
 	// The search rows' catalogue size and how long its index may take.
 	searchDocuments int
 	searchTimeout   time.Duration
+	// The replicas rows' PostgreSQL and NATS.
+	replica replicaOptions
 }
 
 func main() {
@@ -108,6 +118,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			slog.Info("round", "n", round, "of", opts.rounds)
 		}
 		b.measureCapgate(ctx)
+		if ctx.Err() == nil {
+			b.measureReplicas(ctx)
+		}
 		for _, k := range []string{keyEcho, keyGoSDK, keyMCPGo} {
 			if ctx.Err() != nil {
 				break
@@ -136,6 +149,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if slices.Contains(opts.only, keySearch) {
 		searchReport(stdout, env, b.rows, b.search, opts.searchDocuments)
 	}
+	if replicasSelected(opts.only) {
+		replicasReport(stdout, env, b.rows)
+	}
 
 	failed := false
 	for _, k := range rowKeys(opts.only) {
@@ -161,11 +177,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.connections, "connections", 64, "keep-alive connections held open by wrk")
 	fs.IntVar(&o.threads, "threads", 2, "wrk threads (at most -connections)")
 	fs.IntVar(&o.rounds, "rounds", 1, "times to run the whole sequence; the report shows each server's median over its undisturbed runs")
-	fs.StringVar(&only, "only", strings.Join(allKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", "))
+	fs.StringVar(&only, "only", strings.Join(defaultKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", ")+" ("+keyReplicas+", which needs PostgreSQL and NATS, only when named)")
 	fs.DurationVar(&o.settle, "settle", 30*time.Second, "before each server, wait up to this long for other processes to leave the CPU idle (0: don't wait)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")
 	fs.IntVar(&o.searchDocuments, "search-documents", 100_000, "documents in the search rows' generated catalogue (1 to 1000000)")
 	fs.DurationVar(&o.searchTimeout, "search-ready-timeout", 15*time.Minute, "how long the search rows' index may take to build after capgate starts")
+	addReplicaFlags(fs, &o.replica)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: capgate-bench [flags]\n\nMeasures capgate's MCP endpoint against reference servers with wrk.\n\nflags:")
 		fs.PrintDefaults()

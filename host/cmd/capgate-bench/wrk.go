@@ -53,6 +53,10 @@ type result struct {
 	bad      int64         // responses whose body was not the right answer
 	checked  int64         // responses whose body was checked
 	cpu      cpuUse        // where the machine's CPU went during the run
+	// Set by the replicas rows' booking.create runs (replicas.go): bad
+	// then counts only the errors other than "already booked".
+	creates        bool
+	created, taken int64
 }
 
 // valid reports whether every response in the run was a correct answer.
