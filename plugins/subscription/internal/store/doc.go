@@ -7,6 +7,6 @@
 // database inside a single statement or transaction, never by a lock in this
 // process, so several plugin processes may share one database.
 //
-// Implementations live in sub-packages (sqlite today). They share the schema
+// Implementations live in sub-packages (sqlite, postgres). They share the schema
 // history in package migrations and must pass storetest.RunContract.
 package store

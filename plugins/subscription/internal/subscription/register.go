@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/capgate/capgate/plugins/subscription/internal/store"
+	"github.com/capgate/capgate/plugins/subscription/internal/store/postgres"
 	"github.com/capgate/capgate/plugins/subscription/internal/store/sqlite"
 	"github.com/capgate/capgate/sdk"
 )
@@ -34,6 +38,52 @@ type Config struct {
 	// Seed names data to load into an empty database on first start:
 	// "demo", or empty for none.
 	Seed string `json:"seed"`
+	// DSN chooses the database: empty for SQLite in the data directory
+	// (DBFile), or a postgres:// or postgresql:// URL for PostgreSQL, which
+	// several replicas of the plugin may share.
+	DSN string `json:"dsn"`
+}
+
+// openStore opens the store cfg.DSN names; see Config.DSN.
+func openStore(ctx context.Context, cfg Config, env sdk.Env) (store.Store, error) {
+	if cfg.DSN != "" {
+		if !strings.HasPrefix(cfg.DSN, "postgres://") && !strings.HasPrefix(cfg.DSN, "postgresql://") {
+			// The value is not echoed: it may hold a password.
+			return nil, errors.New("subscription config: dsn must be a postgres:// or postgresql:// URL (PostgreSQL), " +
+				"or left out for SQLite in the data directory; other schemes and key=value strings are not accepted")
+		}
+		st, err := postgres.Open(ctx, cfg.DSN, env.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("subscription config: dsn %s: %w", redactDSN(cfg.DSN), err)
+		}
+		return st, nil
+	}
+	if env.DataDir == "" {
+		return nil, errors.New("subscription: the host gave no data directory")
+	}
+	fi, err := os.Stat(env.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("subscription: data directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("subscription: data directory %q is not a directory", env.DataDir)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(env.DataDir, DBFile), env.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("subscription: %w", err)
+	}
+	return st, nil
+}
+
+// redactDSN returns dsn fit for a message: any password replaced, or only
+// the scheme when dsn does not parse as a URL.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return scheme + "://(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // Option adjusts Register.
@@ -48,8 +98,9 @@ type options struct {
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // Register adds the subscription capabilities to p. The service behind
-// them is built when the host configures p: the store opens then, in the
-// data directory the host hands over.
+// them is built when the host configures p: the store opens then, on the
+// database the dsn config key names, by default SQLite in the data directory
+// the host hands over.
 func Register(p *sdk.Plugin, opts ...Option) {
 	o := options{now: time.Now}
 	for _, f := range opts {
@@ -73,19 +124,9 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		if cfg.Seed != "" && cfg.Seed != SeedDemo {
 			return fmt.Errorf("subscription config: seed %q is unknown; use %q or leave it out", cfg.Seed, SeedDemo)
 		}
-		if env.DataDir == "" {
-			return errors.New("subscription: the host gave no data directory")
-		}
-		fi, err := os.Stat(env.DataDir)
+		st, err := openStore(ctx, cfg, env)
 		if err != nil {
-			return fmt.Errorf("subscription: data directory: %w", err)
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("subscription: data directory %q is not a directory", env.DataDir)
-		}
-		st, err := sqlite.Open(ctx, filepath.Join(env.DataDir, DBFile), env.Logger)
-		if err != nil {
-			return fmt.Errorf("subscription: %w", err)
+			return err
 		}
 		s := NewService(st, o.now, env.Logger)
 		s.SetPublisher(env.Publish)

@@ -15,6 +15,7 @@ import (
 	"github.com/capgate/capgate/plugins/subscription/internal/subscription"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/pgtest"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -172,7 +173,14 @@ func TestConfigure(t *testing.T) {
 		{"empty seed", map[string]any{"seed": ""}, "", ""},
 		{"demo seed", demo, "", ""},
 		{"unknown seed", map[string]any{"seed": "prod"}, "", `seed "prod" is unknown`},
-		{"unknown key", map[string]any{"seed": "demo", "dsn": "postgres://x"}, "", `"dsn"`},
+		{"unknown key", map[string]any{"seed": "demo", "dns": "postgres://x"}, "", `"dns"`},
+		{"dsn of another engine", map[string]any{"dsn": "mysql://u:s3cret@db/subscription"}, "", "dsn must be a postgres:// or postgresql:// URL"},
+		{"dsn in key=value form", map[string]any{"dsn": "host=db password=s3cret"}, "", "left out for SQLite"},
+		{"dsn of the wrong type", map[string]any{"dsn": 5}, "", "subscription config"},
+		{"postgres unreachable", map[string]any{"dsn": "postgres://u:s3cret@127.0.0.1:1/subscription?connect_timeout=2"}, "",
+			"subscription config: dsn postgres://u:xxxxx@127.0.0.1:1/subscription"},
+		{"postgresql URL unparsable", map[string]any{"dsn": "postgresql://u:s3cret@127.0.0.1:port/subscription"}, "",
+			"subscription config: dsn postgresql://(unparsable URL)"},
 		{"seed of the wrong type", map[string]any{"seed": 5}, "", "subscription config"},
 		{"data dir is a file", nil, fileDir, "not a directory"},
 		{"data dir missing", nil, filepath.Join(t.TempDir(), "gone"), "data directory"},
@@ -194,7 +202,75 @@ func TestConfigure(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("configure error = %v; want it to contain %q", err, tc.wantErr)
 			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("configure error = %v; it shows the password", err)
+			}
 		})
+	}
+}
+
+// TestPostgresDSN: a postgres:// and a postgresql:// dsn both select
+// PostgreSQL, whatever the data directory holds: a garbage SQLite file
+// there is never opened.
+func TestPostgresDSN(t *testing.T) {
+	dsn := pgtest.SchemaDSN(t)
+	garbageDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(garbageDir, subscription.DBFile), []byte(strings.Repeat("not sqlite ", 500)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := startIn(t, garbageDir, now, map[string]any{"seed": "demo", "dsn": dsn})
+	sub := subscribe(t, first, carol, "pro-yearly")
+	alt := "postgresql://" + strings.TrimPrefix(dsn, "postgres://")
+	second := startIn(t, t.TempDir(), now, map[string]any{"seed": "demo", "dsn": alt})
+	if got := list(t, second, carol, nil); len(got) != 1 || got[0] != sub {
+		t.Fatalf("through %s carol has %+v; want %+v, written through postgres://", "postgresql://", got, sub)
+	}
+}
+
+// TestPostgresReplicas runs the plugin on PostgreSQL (dsn) as two replicas
+// starting together on one database: both migrate and seed it, the demo
+// data lands once, and each replica sees and is refused by what the other
+// writes.
+func TestPostgresReplicas(t *testing.T) {
+	config := map[string]any{"seed": "demo", "dsn": pgtest.SchemaDSN(t)}
+	var replicas [2]*sdktest.Client
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replicas[i], errs[i] = sdktest.StartIn(t, newPlugin(now), config, t.TempDir())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("replica %d: configure: %v", i, err)
+		}
+	}
+	onSQLite := start(t, demo)
+	wantPlans := sdktest.Call[subscription.PlansOut](t, onSQLite, "subscription.plans", alice, nil).Plans
+	for i, c := range replicas {
+		plans := sdktest.Call[subscription.PlansOut](t, c, "subscription.plans", alice, nil).Plans
+		if fmt.Sprint(plans) != fmt.Sprint(wantPlans) {
+			t.Fatalf("replica %d lists %d plans; want the %d of the demo seed, once, as on SQLite", i, len(plans), len(wantPlans))
+		}
+		got, other := list(t, c, alice, nil), list(t, replicas[1-i], alice, nil)
+		if len(got) != 1 || fmt.Sprint(got) != fmt.Sprint(other) {
+			t.Fatalf("replica %d: alice's subscriptions %+v; the other replica lists %+v; want her one seeded subscription", i, got, other)
+		}
+		want := list(t, onSQLite, alice, nil)
+		got[0].ID, want[0].ID = "", ""
+		if got[0] != want[0] {
+			t.Fatalf("replica %d: alice's subscription %+v; want %+v as on SQLite", i, got[0], want[0])
+		}
+	}
+	sub := subscribe(t, replicas[0], carol, "pro-yearly")
+	fail(t, replicas[1], "subscription.subscribe", carol, subscription.SubscribeIn{PlanID: "pro-yearly"}, conflict, sub.ID)
+	out := cancel(t, replicas[1], carol, subscription.CancelIn{ID: sub.ID, AtPeriodEnd: &no})
+	if got := sdktest.Call[subscription.Subscription](t, replicas[0], "subscription.get", carol, subscription.IDIn{ID: sub.ID}); got.Status != "cancelled" {
+		t.Fatalf("replica 0 shows %+v after replica 1 cancelled it (%+v); want cancelled", got, out)
 	}
 }
 
