@@ -6,6 +6,7 @@
 //	capgate search reindex -c FILE
 //	                            rebuild the search index from the providers
 //	capgate token new           print a fresh bearer token and its token_sha256
+//	capgate health [-url URL]   probe a running host's /healthz (exit 0 on 200)
 //	capgate version             print the build version
 package main
 
@@ -38,6 +39,9 @@ Usage:
                               rebuild the search index from the catalogue
                               providers (stop the server on that data_dir first)
   capgate token new           print a fresh bearer token and its token_sha256
+  capgate health [-url URL]   probe a running host's /healthz: exit 0 on 200,
+                              1 when a plugin died or nothing answers
+                              (default URL http://127.0.0.1:8080/healthz)
   capgate version             print the build version
 `
 
@@ -59,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return token(args[1:], stdout, stderr)
 	case "search":
 		return search(args[1:], stdout, stderr)
+	case "health":
+		return health(args[1:], stdout, stderr)
 	case "version", "-v", "--version":
 		fmt.Fprintln(stdout, "capgate", version)
 		return 0
