@@ -150,7 +150,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		searchReport(stdout, env, b.rows, b.search, opts.searchDocuments)
 	}
 	if replicasSelected(opts.only) {
-		replicasReport(stdout, env, b.rows)
+		replicasReport(stdout, env, b.rows, opts.replica)
 	}
 
 	failed := false

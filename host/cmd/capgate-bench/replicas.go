@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,11 +82,15 @@ func replicaKeys() []string {
 type replicaOptions struct {
 	pgDSN   string // an existing database to connect to; the bench creates its own next to it
 	natsURL string
+	// poolMaxConns, when positive, is set as pool_max_conns on the booking
+	// plugin's DSN; 0 leaves pgx's default, max(4, CPUs) per replica.
+	poolMaxConns int
 }
 
 // addReplicaFlags registers the replicas rows' flags.
 func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
 	fs.StringVar(&o.pgDSN, "pg-dsn", defaultPGDSN, "replicas rows: PostgreSQL to connect to; the bench creates a fresh database there per setup and drops it after")
+	fs.IntVar(&o.poolMaxConns, "pg-pool-max-conns", 0, "replicas rows: the booking plugin's PostgreSQL pool size per replica (pool_max_conns on its dsn); 0 keeps pgx's default, max(4, CPUs)")
 	fs.StringVar(&o.natsURL, "nats-url", defaultNATSURL, "replicas rows: NATS JetStream server; the bench's stream is created and deleted per setup")
 }
 
@@ -430,6 +435,7 @@ func (b *bench) measureReplicaSetup(ctx context.Context, s replicaSetup) (err er
 			return err
 		}
 		defer drop()
+		dsn = withPoolSize(dsn, b.opts.replica.poolMaxConns)
 		natsURL = b.opts.replica.natsURL
 		stream = "CAPGATE_BENCH_" + randomHex(6)
 		del, err := createStream(ctx, natsURL, stream)
@@ -533,6 +539,29 @@ func createDatabase(ctx context.Context, baseDSN string) (string, func(), error)
 	}
 	u.Path = "/" + name
 	return u.String(), drop, nil
+}
+
+// withPoolSize sets pool_max_conns on dsn when n is positive.
+func withPoolSize(dsn string, n int) string {
+	if n <= 0 {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(n))
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// poolNote says what PostgreSQL pool the rows ran with.
+func poolNote(n int) string {
+	if n > 0 {
+		return fmt.Sprintf("%d per replica (-pg-pool-max-conns)", n)
+	}
+	return fmt.Sprintf("pgx's default, max(4, CPUs) = %d per replica", max(4, runtime.NumCPU()))
 }
 
 // redact hides a DSN's password.
@@ -699,14 +728,15 @@ func describeReplica(s replicaSetup) string {
 }
 
 // replicasReport writes the replicas table.
-func replicasReport(w io.Writer, env environment, rows map[string]*row) {
+func replicasReport(w io.Writer, env environment, rows map[string]*row, o replicaOptions) {
 	fmt.Fprintf(w, "\nreplicas: booking.get and booking.create, %d connections in total. One replica: one wrk (-t%d -c%d). "+
 		"Two replicas: two wrk processes at once, each with half the connections on its own replica, no load balancer; "+
 		"req/s is their sum, p50 and p99 the worse of the two (percentiles of separate runs do not merge). "+
 		"PostgreSQL rows: a fresh database and JetStream stream per setup, dropped after. "+
 		"booking.create books distinct 5-minute slots of fresh resources (no two requests ask for the same slot); "+
-		"\"created/s\" counts only the bookings made, \"taken\" the \"already booked\" refusals, \"errors\" every other failure.\n\n",
-		env.connections, env.threads, env.connections)
+		"\"created/s\" counts only the bookings made, \"taken\" the \"already booked\" refusals, \"errors\" every other failure. "+
+		"PostgreSQL pool: %s. Server CPU is capgate and its plugins only; PostgreSQL and NATS count in others' CPU.\n\n",
+		env.connections, env.threads, env.connections, poolNote(o.poolMaxConns))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	setupW := 0
 	for _, s := range replicaSetups {
