@@ -35,10 +35,11 @@ import (
 //
 // What a killed booking plugin does to its host (found by these tests, and
 // checked by them so a change is noticed): go-plugin does not restart a
-// plugin that died. The host keeps running and /healthz keeps answering,
-// but every booking capability answers "internal error while running …"
-// promptly (no hang) until the host is restarted; a restarted host starts
-// the plugin afresh on the same database and serves again.
+// plugin that died. The host keeps running and /healthz answers 503 naming
+// the dead plugin (so a probe restarts the replica), and every booking
+// capability answers "internal error while running …" promptly (no hang)
+// until the host is restarted; a restarted host starts the plugin afresh on
+// the same database and serves again.
 
 // dsResource is the resource the burst books: 5-minute slots round the
 // clock, so a burst never runs out of slots within the booking horizon.

@@ -18,7 +18,7 @@ import (
 	"github.com/capgate/capgate/host/internal/config"
 )
 
-var helloBin, leakyBin, bookingBin, searchBin string
+var helloBin, leakyBin, bookingBin, searchBin, subscriptionBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capgate-app-*")
@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		{&leakyBin, "../pluginhost/testdata/plugins/leaky"},
 		{&bookingBin, "../../../plugins/booking"},
 		{&searchBin, "../../../plugins/search"},
+		{&subscriptionBin, "../../../plugins/subscription"},
 	} {
 		*b.bin = filepath.Join(dir, "capgate-plugin-"+filepath.Base(b.src))
 		cmd := exec.Command("go", "build", "-o", *b.bin, b.src)

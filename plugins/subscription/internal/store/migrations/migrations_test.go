@@ -43,11 +43,11 @@ func TestShippedMigrationsApply(t *testing.T) {
 			}
 			db, tableQuery := open[d](t)
 			defer db.Close()
-			applied, err := sqlmigrate.Apply(context.Background(), db, d, ms)
+			applied, err := sqlmigrate.Apply(context.Background(), db, d, ms, sqlmigrate.WithTable(migrations.HistoryTable))
 			if err != nil || len(applied) != len(ms) {
 				t.Fatalf("Apply(shipped) = %d applied, %v; want %d", len(applied), err, len(ms))
 			}
-			for _, table := range []string{"plans", "subscriptions", "seeds", "schema_migrations"} {
+			for _, table := range []string{"plans", "subscriptions", "subscription_seeds", "subscription_schema_migrations"} {
 				var n int
 				if err := db.QueryRow(tableQuery, table).Scan(&n); err != nil || n != 1 {
 					t.Errorf("table %s missing after migrating (%v)", table, err)

@@ -13,7 +13,7 @@
 //   - a subscription cancelled once: the UPDATE matches only a row in the
 //     state the cancel changes, and under READ COMMITTED a second UPDATE
 //     waits for the first and then no longer matches;
-//   - a seed applied once: its transaction first locks the seeds table
+//   - a seed applied once: its transaction first locks the subscription_seeds table
 //     (EXCLUSIVE, readers still pass), so concurrent seeds run one after the
 //     other and the later one sees the earlier one's rows.
 //

@@ -89,7 +89,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	// connections and closing it leaves the pool open.
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	applied, err := sqlmigrate.Apply(ctx, db, sqlmigrate.Postgres, ms)
+	applied, err := sqlmigrate.Apply(ctx, db, sqlmigrate.Postgres, ms, sqlmigrate.WithTable(migrations.HistoryTable))
 	for _, m := range applied {
 		log.Info("applied migration", "db", "postgres", "version", m.Version, "name", m.Name)
 	}
@@ -399,19 +399,19 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, plans []sto
 	// Seeds from several replicas queue here; each later one then reads
 	// what the earlier ones committed (READ COMMITTED takes a new snapshot
 	// per statement).
-	if _, err := tx.Exec(ctx, `LOCK TABLE seeds IN EXCLUSIVE MODE`); err != nil {
+	if _, err := tx.Exec(ctx, `LOCK TABLE subscription_seeds IN EXCLUSIVE MODE`); err != nil {
 		return false, fmt.Errorf("seed %q: lock: %w", name, err)
 	}
 	var seeded, anyPlan bool
 	if err := tx.QueryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM seeds WHERE name = $1), EXISTS (SELECT 1 FROM plans)`, name,
+		`SELECT EXISTS (SELECT 1 FROM subscription_seeds WHERE name = $1), EXISTS (SELECT 1 FROM plans)`, name,
 	).Scan(&seeded, &anyPlan); err != nil {
 		return false, fmt.Errorf("seed %q: %w", name, err)
 	}
 	if seeded || anyPlan {
 		return false, nil
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO seeds (name, applied_at) VALUES ($1, $2)`, name, toDB(at)); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO subscription_seeds (name, applied_at) VALUES ($1, $2)`, name, toDB(at)); err != nil {
 		return false, fmt.Errorf("seed %q: %w", name, err)
 	}
 	for _, p := range plans {

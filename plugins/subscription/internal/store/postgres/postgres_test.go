@@ -44,8 +44,8 @@ func TestReopenAppliesNothing(t *testing.T) {
 	s.Close()
 	s = openAt(t, dsn)
 	var n int
-	if err := s.Pool().QueryRow(context.Background(), `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("schema_migrations rows = %d, %v; want 1, applied once", n, err)
+	if err := s.Pool().QueryRow(context.Background(), `SELECT COUNT(*) FROM subscription_schema_migrations`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("history rows = %d, %v; want 1, applied once", n, err)
 	}
 }
 
@@ -53,7 +53,7 @@ func TestOpenErrors(t *testing.T) {
 	newer := pgtest.SchemaDSN(t)
 	s := openAt(t, newer)
 	if _, err := s.Pool().Exec(context.Background(),
-		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (2, '0002_future.sql', '2030-01-01T00:00:00Z')`); err != nil {
+		`INSERT INTO subscription_schema_migrations (version, name, applied_at) VALUES (2, '0002_future.sql', '2030-01-01T00:00:00Z')`); err != nil {
 		t.Fatalf("insert future version: %v", err)
 	}
 	s.Close()
@@ -137,7 +137,7 @@ func TestReplicasRace(t *testing.T) {
 		t.Fatalf("seeds from two replicas = %v %v, %v %v; want exactly one applied and no error", applied[0], seedErrs[0], applied[1], seedErrs[1])
 	}
 	var seeds int
-	if err := replicas[0].Pool().QueryRow(ctx, `SELECT COUNT(*) FROM seeds`).Scan(&seeds); err != nil || seeds != 1 {
+	if err := replicas[0].Pool().QueryRow(ctx, `SELECT COUNT(*) FROM subscription_seeds`).Scan(&seeds); err != nil || seeds != 1 {
 		t.Fatalf("seeds rows = %d, %v; want 1", seeds, err)
 	}
 

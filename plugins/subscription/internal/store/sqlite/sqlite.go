@@ -71,7 +71,7 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("subscription database %q: %w", path, err)
 	}
-	applied, err := sqlmigrate.Apply(ctx, db, sqlmigrate.SQLite, ms)
+	applied, err := sqlmigrate.Apply(ctx, db, sqlmigrate.SQLite, ms, sqlmigrate.WithTable(migrations.HistoryTable))
 	for _, m := range applied {
 		log.Info("applied migration", "db", path, "version", m.Version, "name", m.Name)
 	}
@@ -408,7 +408,7 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, plans []sto
 	}
 	defer func() { _ = tx.Rollback() }()
 	var seeded, nplans int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM seeds WHERE name = $1`, name).Scan(&seeded); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM subscription_seeds WHERE name = $1`, name).Scan(&seeded); err != nil {
 		return false, fmt.Errorf("seed %q: %w", name, err)
 	}
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM plans`).Scan(&nplans); err != nil {
@@ -417,7 +417,7 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, plans []sto
 	if seeded > 0 || nplans > 0 {
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO seeds (name, applied_at) VALUES ($1, $2)`, name, formatTime(at)); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_seeds (name, applied_at) VALUES ($1, $2)`, name, formatTime(at)); err != nil {
 		return false, fmt.Errorf("seed %q: %w", name, err)
 	}
 	for _, p := range plans {

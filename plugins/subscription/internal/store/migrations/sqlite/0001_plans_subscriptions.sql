@@ -34,7 +34,9 @@ CREATE UNIQUE INDEX subscriptions_one_active_per_plan
 CREATE INDEX subscriptions_by_user ON subscriptions (user_id, started_at);
 
 -- Seeds applied to this database, so a seed runs once and never again.
-CREATE TABLE seeds (
+-- Named for the vertical: booking keeps its own seeds table, and both may
+-- share one PostgreSQL schema.
+CREATE TABLE subscription_seeds (
     name       TEXT PRIMARY KEY,
     applied_at TEXT NOT NULL
 );
