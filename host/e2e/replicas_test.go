@@ -116,28 +116,45 @@ func TestDeployReplicaConfig(t *testing.T) {
 		t.Errorf("events.nats_url = %q, want ${NATS_URL}", got)
 	}
 	var names []string
-	for i := range 2 {
+	for i := range 3 {
 		names = append(names, digString(cfg, "plugins", i, "name"))
 	}
-	if !slices.Equal(names, []string{"booking", "search"}) {
-		t.Errorf("plugins = %v, want booking and search", names)
+	if !slices.Equal(names, []string{"booking", "subscription", "search"}) {
+		t.Errorf("plugins = %v, want booking, subscription and search", names)
 	}
-	if got := digString(cfg, "plugins", 0, "config", "dsn"); got != "${BOOKING_DSN}" {
-		t.Errorf("the booking plugin's dsn = %q, want ${BOOKING_DSN}", got)
+	for i, name := range names[:2] {
+		if got := digString(cfg, "plugins", i, "config", "dsn"); got != "${DATABASE_DSN}" {
+			t.Errorf("the %s plugin's dsn = %q, want ${DATABASE_DSN}", name, got)
+		}
 	}
-	if dig(cfg, "packs", "booking") != true || dig(cfg, "packs", "search") != true {
-		t.Errorf("packs = %v, want booking and search on", dig(cfg, "packs"))
+	for _, pack := range []string{"booking", "subscription", "search"} {
+		if dig(cfg, "packs", pack) != true {
+			t.Errorf("packs = %v, want %s on", dig(cfg, "packs"), pack)
+		}
 	}
-	want := []string{"ADMIN_TOKEN_SHA256", "AGENT_TOKEN", "BOOKING_DSN", "NATS_URL"}
+	want := []string{"ADMIN_TOKEN_SHA256", "AGENT_TOKEN", "DATABASE_DSN", "NATS_URL"}
 	if got := requiredRefs(text); !slices.Equal(got, want) {
 		t.Errorf("required ${VAR}s of the replica config = %v, want %v", got, want)
 	}
 
 	needE2E(t)
 	bins := binaries(t)
+	// validate checks that each plugin binary exists: the test host's, and
+	// the subscription plugin the replicas run besides.
+	pluginDir := t.TempDir()
+	for name, path := range bins.plugins {
+		if err := os.Link(path, filepath.Join(pluginDir, "capgate-plugin-"+name)); err != nil {
+			copyFile(t, path, filepath.Join(pluginDir, "capgate-plugin-"+name))
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "capgate-plugin-subscription"), "./plugins/subscription")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the subscription plugin: %v\n%s", err, out)
+	}
 	env := append(hostEnv(),
-		"PLUGIN_DIR="+filepath.Dir(bins.plugins["booking"]),
-		"BOOKING_DSN=postgres://capgate:secret@postgres:5432/capgate?sslmode=disable",
+		"PLUGIN_DIR="+pluginDir,
+		"DATABASE_DSN=postgres://capgate:secret@postgres:5432/capgate?sslmode=disable",
 		"NATS_URL=nats://nats:4222",
 		"ADMIN_TOKEN_SHA256="+strings.Repeat("ab", 32),
 		"AGENT_TOKEN=agent-token-0123456789",
@@ -157,12 +174,12 @@ func TestDeployReplicaConfig(t *testing.T) {
 	// Without the DSN the config is refused, naming the variable.
 	var noDSN []string
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "BOOKING_DSN=") {
+		if !strings.HasPrefix(kv, "DATABASE_DSN=") {
 			noDSN = append(noDSN, kv)
 		}
 	}
-	if out, err := validate(noDSN); err == nil || !strings.Contains(out, "BOOKING_DSN") {
-		t.Errorf("capgate validate without BOOKING_DSN: want an error naming it, got %v:\n%s", err, out)
+	if out, err := validate(noDSN); err == nil || !strings.Contains(out, "DATABASE_DSN") {
+		t.Errorf("capgate validate without DATABASE_DSN: want an error naming it, got %v:\n%s", err, out)
 	}
 }
 
@@ -193,8 +210,8 @@ func TestDeployCompose(t *testing.T) {
 				t.Errorf("%s: the environment sets no %s, which the replica config requires", name, v)
 			}
 		}
-		if dsn, _ := env["BOOKING_DSN"].(string); !strings.HasPrefix(dsn, "postgres://") || !strings.Contains(dsn, "@postgres:5432/") {
-			t.Errorf("%s: BOOKING_DSN = %q, want the postgres service", name, dsn)
+		if dsn, _ := env["DATABASE_DSN"].(string); !strings.HasPrefix(dsn, "postgres://") || !strings.Contains(dsn, "@postgres:5432/") {
+			t.Errorf("%s: DATABASE_DSN = %q, want the postgres service", name, dsn)
 		}
 		if env["NATS_URL"] != "nats://nats:4222" {
 			t.Errorf("%s: NATS_URL = %v, want nats://nats:4222", name, env["NATS_URL"])
