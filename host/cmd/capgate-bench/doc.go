@@ -23,7 +23,13 @@
 //     the index's build time (capgate start → every document searchable)
 //     and size on disk, and judges two targets: platform.search at least
 //     0.8× the floor's throughput, and at most 0.3 ms added to the floor's
-//     p50 at one connection.
+//     p50 at one connection;
+//   - replicas (opt-in, only when named in -only; replicas.go):
+//     booking.get and booking.create on SQLite with one capgate, and on
+//     PostgreSQL (-pg-dsn) with one and two capgates sharing a fresh
+//     database and a JetStream stream (-nats-url). Two replicas are loaded
+//     by two simultaneous wrk processes with half the connections each;
+//     their req/s add up and the worse p99 is shown.
 //
 // The in-process servers (echo, go-sdk, mcp-go) each listen on their own
 // loopback port inside this process. Every server is first checked with one
@@ -38,6 +44,7 @@
 //	              [-threads 2] [-only capgate,echo,go-sdk,mcp-go,booking,search]
 //	              [-rounds 1] [-settle 30s] [-start-timeout 30s]
 //	              [-search-documents 100000] [-search-ready-timeout 15m]
+//	              [-pg-dsn postgres://...] [-nats-url nats://...] [-pg-pool-max-conns 0]
 //
 // The bin directory must hold capgate and capgate-plugin-hello,
 // capgate-plugin-booking when the booking row is selected, and
