@@ -39,8 +39,11 @@ func (p Principal) IsAdmin() bool { return p.Scope == "admin" }
 // Call describes the call a handler is serving.
 type Call struct {
 	Principal Principal
-	// ID identifies the call in the host's logs.
+	// ID identifies the call in the host's logs and to the host when the
+	// handler calls another capability (Call.Invoke).
 	ID string
+
+	host hostConn // nil in a plugin no host serves
 }
 
 // Tool declares one capability with its typed handler.
@@ -85,6 +88,9 @@ type Env struct {
 	// MaxResults is the host's max_results: the most items a listing
 	// capability should return in one call. Never below 1.
 	MaxResults int
+	// LLMConnectionSlug is the host's llm_connection_slug: the LLM
+	// connection the llm pack answers with; empty when none is set.
+	LLMConnectionSlug string
 
 	host hostConn // the host's services; nil when no host configured the plugin
 }

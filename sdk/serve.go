@@ -118,7 +118,7 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 	}
 	env := Env{
 		DataDir: req.DataDir, Config: req.ConfigJson, Logger: s.p.logger, HostVersion: req.HostVersion,
-		MaxResults: int(req.MaxResults),
+		MaxResults: int(req.MaxResults), LLMConnectionSlug: req.LlmConnectionSlug,
 	}
 	if env.MaxResults < 1 {
 		env.MaxResults = DefaultMaxResults
@@ -197,6 +197,9 @@ func (s *server) Invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp
 	defer s.recoverInto(req.Capability, &err)
 	pr := req.GetPrincipal()
 	call := Call{ID: req.CallId, Principal: Principal{Role: pr.GetRole(), Scope: pr.GetScope(), UserID: pr.GetUserId()}}
+	if s.host != nil {
+		call.host = s.host
+	}
 	out, err := t.invoke(ctx, call, req.Arguments)
 	if err != nil {
 		if te, ok := asToolError(err); ok {

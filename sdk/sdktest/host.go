@@ -33,6 +33,13 @@ type Host struct {
 	// MaxResults is handed to plugins added after it is set, as the
 	// host's max_results; 0 leaves the SDK's default of 20.
 	MaxResults int
+	// LLMConnectionSlug is handed to plugins added after it is set, as the
+	// host's llm_connection_slug.
+	LLMConnectionSlug string
+	// Refuse, when set, stands in for the gate on nested calls
+	// (sdk.Call.Invoke): a non-empty step refuses the call with reason.
+	// Unset, every nested call is admitted.
+	Refuse func(p sdk.Principal, capability string) (step, reason string)
 
 	t       testing.TB
 	id      string
@@ -44,6 +51,30 @@ type Host struct {
 	// provider maps an entity type to its plugin, from Start on.
 	provider map[string]*Client
 	catalog  []*capgatev1.EntityType
+	// capability maps a capability to its plugin, from Start on.
+	capability map[string]*Client
+	// calls holds the callers of the calls in progress, by call id.
+	calls  map[string]sdk.Principal
+	callID int
+}
+
+// beginCall records a call in progress by pr and returns its id.
+func (h *Host) beginCall(pr sdk.Principal) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.callID++
+	id := fmt.Sprintf("sdktest-%d", h.callID)
+	if h.calls == nil {
+		h.calls = map[string]sdk.Principal{}
+	}
+	h.calls[id] = pr
+	return id
+}
+
+func (h *Host) endCall(id string) {
+	h.mu.Lock()
+	delete(h.calls, id)
+	h.mu.Unlock()
 }
 
 type hostEvent struct {
@@ -108,7 +139,7 @@ func (h *Host) Add(p *sdk.Plugin, config any, dataDir string) (*Client, error) {
 	}
 	_, err = wc.Configure(context.Background(), &capgatev1.ConfigureRequest{
 		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: "sdktest",
-		MaxResults: uint32(max(h.MaxResults, 0)),
+		MaxResults: uint32(max(h.MaxResults, 0)), LlmConnectionSlug: h.LLMConnectionSlug,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configure: %w", err)
@@ -131,11 +162,15 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 	clients := slices.Clone(h.clients)
 	h.mu.Unlock()
 	provider := map[string]*Client{}
+	capability := map[string]*Client{}
 	var catalog []*capgatev1.EntityType
 	for _, c := range clients {
 		d, err := c.Describe(ctx)
 		if err != nil {
 			return fmt.Errorf("describe %s: %w", c.name, err)
+		}
+		for _, cp := range d.Capabilities {
+			capability[cp.Name] = c
 		}
 		for _, e := range d.Entities {
 			if other, dup := provider[e.Name]; dup {
@@ -149,7 +184,7 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 	}
 	sort.Slice(catalog, func(i, j int) bool { return catalog[i].Name < catalog[j].Name })
 	h.mu.Lock()
-	h.provider, h.catalog, h.started = provider, catalog, true
+	h.provider, h.catalog, h.capability, h.started = provider, catalog, capability, true
 	h.mu.Unlock()
 	for _, c := range clients {
 		if _, err := c.rpc.Start(ctx, &capgatev1.StartRequest{Rebuild: rebuild}); err != nil {
@@ -288,6 +323,35 @@ func (s *hostService) Subscribe(req *capgatev1.SubscribeRequest, stream grpc.Ser
 func (c *Client) Stop() error {
 	c.stopOnce.Do(func() { c.stopErr = c.stop() })
 	return c.stopErr
+}
+
+// Invoke runs a nested call as the caller of the call in progress, after
+// Refuse (the stand-in gate) has had its say.
+func (s *hostService) Invoke(ctx context.Context, req *capgatev1.HostServiceInvokeRequest) (*capgatev1.HostServiceInvokeResponse, error) {
+	s.h.mu.Lock()
+	pr, ok := s.h.calls[req.CallId]
+	target := s.h.capability[req.Capability]
+	refuse := s.h.Refuse
+	s.h.mu.Unlock()
+	switch {
+	case !ok:
+		return nil, status.Errorf(codes.PermissionDenied, "call_id %q is not a call in progress", req.CallId)
+	case target == nil:
+		return nil, status.Errorf(codes.NotFound, "no capability %q", req.Capability)
+	}
+	if refuse != nil {
+		if step, reason := refuse(pr, req.Capability); step != "" {
+			return &capgatev1.HostServiceInvokeResponse{Refusal: &capgatev1.Refusal{Step: step, Reason: reason}}, nil
+		}
+	}
+	raw, te, err := target.Invoke(ctx, req.Capability, pr, json.RawMessage(req.Arguments))
+	switch {
+	case err != nil:
+		return nil, err
+	case te != nil:
+		return &capgatev1.HostServiceInvokeResponse{Error: &capgatev1.ToolError{Code: te.Code, Message: te.Message}}, nil
+	}
+	return &capgatev1.HostServiceInvokeResponse{Result: raw}, nil
 }
 
 // Documents asks the plugin for a page of the documents of entity it

@@ -112,11 +112,14 @@ func (c *Client) Invoke(ctx context.Context, capability string, pr sdk.Principal
 	if err != nil {
 		return nil, nil, err
 	}
+	// While the call runs, the plugin may call other capabilities as pr.
+	id := c.host.beginCall(pr)
+	defer c.host.endCall(id)
 	resp, err := c.rpc.Invoke(ctx, &capgatev1.InvokeRequest{
 		Capability: capability,
 		Arguments:  raw,
 		Principal:  &capgatev1.Principal{Role: pr.Role, Scope: pr.Scope, UserId: pr.UserID},
-		CallId:     "sdktest",
+		CallId:     id,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -81,7 +81,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}
 	plugins, err := pluginhost.Start(ctx, specs, pluginhost.Options{
 		DataDir: cfg.DataDir, HostVersion: opts.Version, Logger: log, StartTimeout: opts.PluginStartTimeout,
-		Events: bus, MaxResults: cfg.MaxResults,
+		Events: bus, MaxResults: cfg.MaxResults, LLMConnectionSlug: cfg.LLMConnectionSlug,
 	})
 	if err != nil {
 		return nil, err
@@ -125,6 +125,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
+	// Plugins calling capabilities for their caller (llm.ask searching the
+	// catalogue) go through this same gate.
+	plugins.SetGate(gate)
 	warnUnusable(log, cfg, reg)
 	// Everything is registered: plugins may now reach each other through
 	// the host (the search plugin syncs its index from the providers).

@@ -54,6 +54,9 @@ type Options struct {
 	Events events.Bus
 	// MaxResults is handed to each plugin (config max_results).
 	MaxResults int
+	// LLMConnectionSlug is handed to each plugin (config
+	// llm_connection_slug).
+	LLMConnectionSlug string
 }
 
 // Plugin is a running plugin.
@@ -67,6 +70,7 @@ type Plugin struct {
 	describe *capgatev1.DescribeResponse
 	calls    *callStream
 	stopHost func()
+	inflight inflight // callers of the calls in progress, for nested calls
 }
 
 // Name returns the operator's name for the plugin.
@@ -199,7 +203,7 @@ func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin,
 	hostSrv := make(chan *grpc.Server, 1)
 	go wc.broker.AcceptAndServe(hostID, func(o []grpc.ServerOption) *grpc.Server {
 		srv := grpc.NewServer(o...)
-		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, svc: svc})
+		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, self: p, svc: svc})
 		hostSrv <- srv
 		return srv
 	})
@@ -219,7 +223,7 @@ func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin,
 	}
 	if _, err := p.rpc.Configure(cctx, &capgatev1.ConfigureRequest{
 		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: opts.HostVersion,
-		MaxResults: uint32(max(opts.MaxResults, 0)),
+		MaxResults: uint32(max(opts.MaxResults, 0)), LlmConnectionSlug: opts.LLMConnectionSlug,
 	}); err != nil {
 		return nil, fmt.Errorf("configure: %s", statusMessage(err))
 	}

@@ -29,11 +29,15 @@ func (h *Host) Providers() map[string]dispatch.Provider {
 // Invoke runs a capability in the plugin. The gate has already admitted the
 // principal and validated args.
 func (p *Plugin) Invoke(ctx context.Context, pr dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
+	id := strconv.FormatUint(callSeq.Add(1), 36)
+	// While the call runs, the plugin may call back through the gate as pr.
+	p.inflight.add(id, inflightCall{principal: pr, depth: nestedDepth(ctx)})
+	defer p.inflight.remove(id)
 	r, err := p.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: &capgatev1.InvokeRequest{
 		Capability: capability,
 		Arguments:  args,
 		Principal:  &capgatev1.Principal{Role: pr.Role, Scope: string(pr.Scope), UserId: pr.UserID},
-		CallId:     strconv.FormatUint(callSeq.Add(1), 36),
+		CallId:     id,
 	}}})
 	if err != nil {
 		return nil, p.rpcError(ctx, "invoke", capability, err)

@@ -21,9 +21,10 @@ import (
 // services is the state behind every plugin's HostService: the bus from the
 // first plugin on, the catalogue once Host.Start has run.
 type services struct {
-	bus events.Bus // nil: the bus services answer Unavailable
-	log *slog.Logger
-	cat atomic.Pointer[catalogState]
+	bus  events.Bus // nil: the bus services answer Unavailable
+	log  *slog.Logger
+	cat  atomic.Pointer[catalogState]
+	gate gateRef // for nested calls; set by SetGate
 }
 
 // catalogState is the catalogue as plugins see it through the host.
@@ -35,7 +36,8 @@ type catalogState struct {
 // hostService is what one plugin may call back.
 type hostService struct {
 	capgatev1.UnimplementedHostServiceServer
-	plugin string // the plugin's name, for the log
+	plugin string  // the plugin's name, for the log
+	self   *Plugin // the plugin served, whose calls in progress it may act for
 	svc    *services
 }
 

@@ -147,9 +147,12 @@ type ConfigureRequest struct {
 	HostVersion string `protobuf:"bytes,4,opt,name=host_version,json=hostVersion,proto3" json:"host_version,omitempty"`
 	// max_results is the host's max_results: the most items a listing
 	// capability should return in one call.
-	MaxResults    uint32 `protobuf:"varint,5,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxResults uint32 `protobuf:"varint,5,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
+	// llm_connection_slug is the host's llm_connection_slug: the LLM
+	// connection the llm pack answers with. Empty when none is configured.
+	LlmConnectionSlug string `protobuf:"bytes,6,opt,name=llm_connection_slug,json=llmConnectionSlug,proto3" json:"llm_connection_slug,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
@@ -215,6 +218,13 @@ func (x *ConfigureRequest) GetMaxResults() uint32 {
 		return x.MaxResults
 	}
 	return 0
+}
+
+func (x *ConfigureRequest) GetLlmConnectionSlug() string {
+	if x != nil {
+		return x.LlmConnectionSlug
+	}
+	return ""
 }
 
 type ConfigureResponse struct {
@@ -2131,12 +2141,191 @@ func (x *BusEvent) GetData() []byte {
 	return nil
 }
 
+type HostServiceInvokeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// call_id is the InvokeRequest.call_id of the call being served.
+	CallId     string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Capability string `protobuf:"bytes,2,opt,name=capability,proto3" json:"capability,omitempty"`
+	// arguments is a JSON object; empty means {}.
+	Arguments     []byte `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostServiceInvokeRequest) Reset() {
+	*x = HostServiceInvokeRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostServiceInvokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostServiceInvokeRequest) ProtoMessage() {}
+
+func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostServiceInvokeRequest.ProtoReflect.Descriptor instead.
+func (*HostServiceInvokeRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *HostServiceInvokeRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *HostServiceInvokeRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
+func (x *HostServiceInvokeRequest) GetArguments() []byte {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+type HostServiceInvokeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// result is the capability's JSON output. Unset when error or refusal is.
+	Result []byte `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	// error is a failure the caller can act on, as for a direct call.
+	Error *ToolError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// refusal is the gate saying no to this caller.
+	Refusal       *Refusal `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostServiceInvokeResponse) Reset() {
+	*x = HostServiceInvokeResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostServiceInvokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostServiceInvokeResponse) ProtoMessage() {}
+
+func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostServiceInvokeResponse.ProtoReflect.Descriptor instead.
+func (*HostServiceInvokeResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *HostServiceInvokeResponse) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *HostServiceInvokeResponse) GetError() *ToolError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *HostServiceInvokeResponse) GetRefusal() *Refusal {
+	if x != nil {
+		return x.Refusal
+	}
+	return nil
+}
+
+// Refusal names the gate step that refused a call, and why.
+type Refusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// step is pack, user_binding, scope, permission or ownership.
+	Step          string `protobuf:"bytes,1,opt,name=step,proto3" json:"step,omitempty"`
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refusal) Reset() {
+	*x = Refusal{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refusal) ProtoMessage() {}
+
+func (x *Refusal) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
+func (*Refusal) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *Refusal) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *Refusal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_capgate_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x17capgate/v1/plugin.proto\x12\n" +
-	"capgate.v1\"\xb8\x01\n" +
+	"capgate.v1\"\xe8\x01\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x19\n" +
@@ -2144,7 +2333,8 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x0ehost_broker_id\x18\x03 \x01(\rR\fhostBrokerId\x12!\n" +
 	"\fhost_version\x18\x04 \x01(\tR\vhostVersion\x12\x1f\n" +
 	"\vmax_results\x18\x05 \x01(\rR\n" +
-	"maxResults\"\x13\n" +
+	"maxResults\x12.\n" +
+	"\x13llm_connection_slug\x18\x06 \x01(\tR\x11llmConnectionSlug\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fDescribeRequest\"\xb0\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
@@ -2274,7 +2464,20 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12 \n" +
 	"\fat_unix_nano\x18\x06 \x01(\x03R\n" +
 	"atUnixNano\x12\x12\n" +
-	"\x04data\x18\a \x01(\fR\x04data*<\n" +
+	"\x04data\x18\a \x01(\fR\x04data\"q\n" +
+	"\x18HostServiceInvokeRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x02 \x01(\tR\n" +
+	"capability\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\fR\targuments\"\x8f\x01\n" +
+	"\x19HostServiceInvokeResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\x12+\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\x12-\n" +
+	"\arefusal\x18\x03 \x01(\v2\x13.capgate.v1.RefusalR\arefusal\"5\n" +
+	"\aRefusal\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\tR\x04step\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*<\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0f\n" +
@@ -2287,7 +2490,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x05Calls\x12\x18.capgate.v1.CallsRequest\x1a\x19.capgate.v1.CallsResponse(\x010\x01\x12<\n" +
 	"\x05Start\x12\x18.capgate.v1.StartRequest\x1a\x19.capgate.v1.StartResponse\x12H\n" +
 	"\tDocuments\x12\x1c.capgate.v1.DocumentsRequest\x1a\x1d.capgate.v1.DocumentsResponse\x12?\n" +
-	"\x06Record\x12\x19.capgate.v1.RecordRequest\x1a\x1a.capgate.v1.RecordResponse2\xdc\x03\n" +
+	"\x06Record\x12\x19.capgate.v1.RecordRequest\x1a\x1a.capgate.v1.RecordResponse2\xb3\x04\n" +
 	"\vHostService\x129\n" +
 	"\x04Ping\x12\x17.capgate.v1.PingRequest\x1a\x18.capgate.v1.PingResponse\x12B\n" +
 	"\aPublish\x12\x1a.capgate.v1.PublishRequest\x1a\x1b.capgate.v1.PublishResponse\x12H\n" +
@@ -2295,7 +2498,8 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tDocuments\x12\x1c.capgate.v1.DocumentsRequest\x1a\x1d.capgate.v1.DocumentsResponse\x12?\n" +
 	"\x06Record\x12\x19.capgate.v1.RecordRequest\x1a\x1a.capgate.v1.RecordResponse\x126\n" +
 	"\x03Bus\x12\x16.capgate.v1.BusRequest\x1a\x17.capgate.v1.BusResponse\x12A\n" +
-	"\tSubscribe\x12\x1c.capgate.v1.SubscribeRequest\x1a\x14.capgate.v1.BusEvent0\x01B7Z5github.com/capgate/capgate/proto/capgate/v1;capgatev1b\x06proto3"
+	"\tSubscribe\x12\x1c.capgate.v1.SubscribeRequest\x1a\x14.capgate.v1.BusEvent0\x01\x12U\n" +
+	"\x06Invoke\x12$.capgate.v1.HostServiceInvokeRequest\x1a%.capgate.v1.HostServiceInvokeResponseB7Z5github.com/capgate/capgate/proto/capgate/v1;capgatev1b\x06proto3"
 
 var (
 	file_capgate_v1_plugin_proto_rawDescOnce sync.Once
@@ -2310,44 +2514,47 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_capgate_v1_plugin_proto_goTypes = []any{
-	(Kind)(0),                    // 0: capgate.v1.Kind
-	(ToolError_Code)(0),          // 1: capgate.v1.ToolError.Code
-	(*ConfigureRequest)(nil),     // 2: capgate.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),    // 3: capgate.v1.ConfigureResponse
-	(*DescribeRequest)(nil),      // 4: capgate.v1.DescribeRequest
-	(*DescribeResponse)(nil),     // 5: capgate.v1.DescribeResponse
-	(*EntityType)(nil),           // 6: capgate.v1.EntityType
-	(*Capability)(nil),           // 7: capgate.v1.Capability
-	(*Principal)(nil),            // 8: capgate.v1.Principal
-	(*InvokeRequest)(nil),        // 9: capgate.v1.InvokeRequest
-	(*InvokeResponse)(nil),       // 10: capgate.v1.InvokeResponse
-	(*ToolError)(nil),            // 11: capgate.v1.ToolError
-	(*ResolveOwnerRequest)(nil),  // 12: capgate.v1.ResolveOwnerRequest
-	(*ResolveOwnerResponse)(nil), // 13: capgate.v1.ResolveOwnerResponse
-	(*PingRequest)(nil),          // 14: capgate.v1.PingRequest
-	(*PingResponse)(nil),         // 15: capgate.v1.PingResponse
-	(*PublishRequest)(nil),       // 16: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),      // 17: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),         // 18: capgate.v1.CallsRequest
-	(*CancelCall)(nil),           // 19: capgate.v1.CancelCall
-	(*CallsResponse)(nil),        // 20: capgate.v1.CallsResponse
-	(*CallFailure)(nil),          // 21: capgate.v1.CallFailure
-	(*StartRequest)(nil),         // 22: capgate.v1.StartRequest
-	(*StartResponse)(nil),        // 23: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),     // 24: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),    // 25: capgate.v1.DocumentsResponse
-	(*Document)(nil),             // 26: capgate.v1.Document
-	(*RecordRequest)(nil),        // 27: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),       // 28: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),     // 29: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),    // 30: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),           // 31: capgate.v1.BusRequest
-	(*BusResponse)(nil),          // 32: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),     // 33: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),             // 34: capgate.v1.BusEvent
-	nil,                          // 35: capgate.v1.Document.FieldsEntry
+	(Kind)(0),                         // 0: capgate.v1.Kind
+	(ToolError_Code)(0),               // 1: capgate.v1.ToolError.Code
+	(*ConfigureRequest)(nil),          // 2: capgate.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 3: capgate.v1.ConfigureResponse
+	(*DescribeRequest)(nil),           // 4: capgate.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 5: capgate.v1.DescribeResponse
+	(*EntityType)(nil),                // 6: capgate.v1.EntityType
+	(*Capability)(nil),                // 7: capgate.v1.Capability
+	(*Principal)(nil),                 // 8: capgate.v1.Principal
+	(*InvokeRequest)(nil),             // 9: capgate.v1.InvokeRequest
+	(*InvokeResponse)(nil),            // 10: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 11: capgate.v1.ToolError
+	(*ResolveOwnerRequest)(nil),       // 12: capgate.v1.ResolveOwnerRequest
+	(*ResolveOwnerResponse)(nil),      // 13: capgate.v1.ResolveOwnerResponse
+	(*PingRequest)(nil),               // 14: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 15: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 16: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 17: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 18: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 19: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 20: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 21: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 22: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 23: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 24: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 25: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 26: capgate.v1.Document
+	(*RecordRequest)(nil),             // 27: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 28: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 29: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 30: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 31: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 32: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 33: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 34: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 35: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 36: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 37: capgate.v1.Refusal
+	nil,                               // 38: capgate.v1.Document.FieldsEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	7,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
@@ -2364,44 +2571,48 @@ var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	13, // 11: capgate.v1.CallsResponse.resolve_owner:type_name -> capgate.v1.ResolveOwnerResponse
 	21, // 12: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
 	26, // 13: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	35, // 14: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	38, // 14: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
 	11, // 15: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
 	6,  // 16: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	2,  // 17: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	4,  // 18: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	9,  // 19: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
-	12, // 20: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
-	18, // 21: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	22, // 22: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	24, // 23: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	27, // 24: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	14, // 25: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	16, // 26: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	29, // 27: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	24, // 28: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	27, // 29: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	31, // 30: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	33, // 31: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	3,  // 32: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	5,  // 33: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	10, // 34: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
-	13, // 35: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
-	20, // 36: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	23, // 37: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	25, // 38: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	28, // 39: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	15, // 40: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	17, // 41: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	30, // 42: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	25, // 43: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	28, // 44: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	32, // 45: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	34, // 46: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	32, // [32:47] is the sub-list for method output_type
-	17, // [17:32] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	11, // 17: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	37, // 18: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	2,  // 19: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	4,  // 20: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	9,  // 21: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
+	12, // 22: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
+	18, // 23: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	22, // 24: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	24, // 25: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	27, // 26: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	14, // 27: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	16, // 28: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	29, // 29: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	24, // 30: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	27, // 31: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	31, // 32: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	33, // 33: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	35, // 34: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	3,  // 35: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	5,  // 36: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	10, // 37: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
+	13, // 38: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
+	20, // 39: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	23, // 40: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	25, // 41: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	28, // 42: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	15, // 43: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	17, // 44: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	30, // 45: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	25, // 46: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	28, // 47: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	32, // 48: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	34, // 49: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	36, // 50: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	35, // [35:51] is the sub-list for method output_type
+	19, // [19:35] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -2425,7 +2636,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -441,6 +441,7 @@ const (
 	HostService_Record_FullMethodName    = "/capgate.v1.HostService/Record"
 	HostService_Bus_FullMethodName       = "/capgate.v1.HostService/Bus"
 	HostService_Subscribe_FullMethodName = "/capgate.v1.HostService/Subscribe"
+	HostService_Invoke_FullMethodName    = "/capgate.v1.HostService/Invoke"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -477,6 +478,13 @@ type HostServiceClient interface {
 	// that fell behind the retained window. Either way the subscriber missed
 	// events and must rebuild what it derived from them.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BusEvent], error)
+	// Invoke calls another capability through the host's gate as the caller
+	// of the call being served (call_id, from its InvokeRequest): the nested
+	// call passes exactly the checks a direct call by that caller would, and
+	// a plugin can act for no one else. PERMISSION_DENIED when call_id is not
+	// a call this plugin is serving; RESOURCE_EXHAUSTED when calls nest too
+	// deep; NOT_FOUND for an unknown capability.
+	Invoke(ctx context.Context, in *HostServiceInvokeRequest, opts ...grpc.CallOption) (*HostServiceInvokeResponse, error)
 }
 
 type hostServiceClient struct {
@@ -566,6 +574,16 @@ func (c *hostServiceClient) Subscribe(ctx context.Context, in *SubscribeRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type HostService_SubscribeClient = grpc.ServerStreamingClient[BusEvent]
 
+func (c *hostServiceClient) Invoke(ctx context.Context, in *HostServiceInvokeRequest, opts ...grpc.CallOption) (*HostServiceInvokeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HostServiceInvokeResponse)
+	err := c.cc.Invoke(ctx, HostService_Invoke_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -600,6 +618,13 @@ type HostServiceServer interface {
 	// that fell behind the retained window. Either way the subscriber missed
 	// events and must rebuild what it derived from them.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[BusEvent]) error
+	// Invoke calls another capability through the host's gate as the caller
+	// of the call being served (call_id, from its InvokeRequest): the nested
+	// call passes exactly the checks a direct call by that caller would, and
+	// a plugin can act for no one else. PERMISSION_DENIED when call_id is not
+	// a call this plugin is serving; RESOURCE_EXHAUSTED when calls nest too
+	// deep; NOT_FOUND for an unknown capability.
+	Invoke(context.Context, *HostServiceInvokeRequest) (*HostServiceInvokeResponse, error)
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -630,6 +655,9 @@ func (UnimplementedHostServiceServer) Bus(context.Context, *BusRequest) (*BusRes
 }
 func (UnimplementedHostServiceServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[BusEvent]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedHostServiceServer) Invoke(context.Context, *HostServiceInvokeRequest) (*HostServiceInvokeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Invoke not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -771,6 +799,24 @@ func _HostService_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type HostService_SubscribeServer = grpc.ServerStreamingServer[BusEvent]
 
+func _HostService_Invoke_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HostServiceInvokeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).Invoke(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_Invoke_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).Invoke(ctx, req.(*HostServiceInvokeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -801,6 +847,10 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Bus",
 			Handler:    _HostService_Bus_Handler,
+		},
+		{
+			MethodName: "Invoke",
+			Handler:    _HostService_Invoke_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,64 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+)
+
+// RefusedError is the host's gate refusing a nested call (Call.Invoke) to
+// the caller: the call would have been refused had the caller made it
+// directly.
+type RefusedError struct {
+	Capability string
+	// Step is the gate step that refused: pack, user_binding, scope,
+	// permission or ownership.
+	Step   string
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s refused at %s: %s", e.Capability, e.Step, e.Reason)
+}
+
+// IsRefused reports whether err is, or wraps, a RefusedError.
+func IsRefused(err error) bool {
+	var r *RefusedError
+	return errors.As(err, &r)
+}
+
+// Invoke calls another capability as this call's caller, through the
+// host's gate: it passes exactly the checks a direct call by the same
+// caller would, so a plugin can never read or do more than its caller may.
+// args is marshalled to a JSON object (nil means {}); the result is the
+// capability's JSON output. A refusal is a *RefusedError, a failure the
+// caller can act on is the callee's NotFound / InvalidInput / Conflict
+// (return it as is to pass it on), anything else an internal error.
+func (c Call) Invoke(ctx context.Context, capability string, args any) (json.RawMessage, error) {
+	if c.host == nil {
+		return nil, ErrNoHost
+	}
+	raw := []byte("{}")
+	if args != nil {
+		var err error
+		if raw, err = json.Marshal(args); err != nil {
+			return nil, fmt.Errorf("invoke %s: encode arguments: %w", capability, err)
+		}
+	}
+	resp, err := capgatev1.NewHostServiceClient(c.host).Invoke(ctx, &capgatev1.HostServiceInvokeRequest{
+		CallId: c.ID, Capability: capability, Arguments: raw,
+	})
+	if err != nil {
+		return nil, hostError("invoke "+capability, err)
+	}
+	if r := resp.GetRefusal(); r != nil {
+		return nil, &RefusedError{Capability: capability, Step: r.Step, Reason: r.Reason}
+	}
+	if te := resp.GetError(); te != nil {
+		return nil, &toolError{code: te.Code, msg: te.Message}
+	}
+	return resp.Result, nil
+}
