@@ -18,7 +18,7 @@ import (
 	"github.com/capgate/capgate/host/internal/config"
 )
 
-var helloBin, leakyBin, bookingBin, searchBin, subscriptionBin string
+var helloBin, leakyBin, relayBin, bookingBin, searchBin, subscriptionBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capgate-app-*")
@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 	}{
 		{&helloBin, "../../../plugins/hello"},
 		{&leakyBin, "../pluginhost/testdata/plugins/leaky"},
+		{&relayBin, "../pluginhost/testdata/plugins/relay"},
 		{&bookingBin, "../../../plugins/booking"},
 		{&searchBin, "../../../plugins/search"},
 		{&subscriptionBin, "../../../plugins/subscription"},
