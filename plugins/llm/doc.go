@@ -1,0 +1,18 @@
+// Command capgate-plugin-llm is the llm plugin: llm.ask (pack llm,
+// permission llm.ask) answers a question with a configured LLM connection,
+// grounded in the catalogue records the caller may read.
+//
+// Config block (the host's top-level llm_connection_slug picks the
+// connection; with one connection it may be left out):
+//
+//	config:
+//	  connections:
+//	    - slug: local
+//	      kind: openai            # any OpenAI-compatible Chat Completions endpoint
+//	      base_url: http://127.0.0.1:11434/v1
+//	      model: llama3.2
+//	      api_key: ""             # optional; never logged
+//	      timeout: 60s            # whole request, retries included
+//	      max_tokens: 1024
+//	      max_retries: 2          # on 408, 429 and 5xx
+package main

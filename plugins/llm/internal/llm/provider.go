@@ -1,0 +1,304 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/capgate/capgate/sdk"
+)
+
+// Backoff between retries of a 408, 429 or 5xx answer, doubled per retry.
+const (
+	backoffBase = 250 * time.Millisecond
+	backoffMax  = 4 * time.Second
+)
+
+// completion is what llm.ask needs from a provider's answer.
+type completion struct {
+	Answer       string
+	FinishReason string
+	Model        string
+	Usage        Usage
+}
+
+// provider calls one connection's Chat Completions endpoint.
+type provider struct {
+	conn Connection
+	svc  openai.ChatCompletionService
+	log  *slog.Logger
+}
+
+func newProvider(conn Connection, hc *http.Client, log *slog.Logger) *provider {
+	if hc == nil {
+		// A transport of its own: the provider's connections are not shared
+		// with anything else in the process. No Client.Timeout: the call's
+		// context carries the connection's timeout, retries included.
+		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	// NewChatCompletionService rather than openai.NewClient: the client
+	// reads OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_ORG_ID, … from the
+	// environment, which would send a key the operator set for something
+	// else to a connection configured without one (an Ollama server, say).
+	opts := []option.RequestOption{
+		option.WithHTTPClient(hc),
+		option.WithBaseURL(conn.BaseURL + "/"),
+		// Retries are ours (see complete): openai-go's would wait out a
+		// Retry-After longer than the time left and then report a timeout
+		// instead of the rate limit.
+		option.WithMaxRetries(0),
+	}
+	if conn.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(conn.APIKey))
+	}
+	return &provider{conn: conn, svc: openai.NewChatCompletionService(opts...), log: log}
+}
+
+// complete sends the messages and returns the first choice. Its errors are
+// tool errors with messages meant for the agent (see describe); only the
+// caller's own cancellation comes back as ctx's error.
+func (p *provider) complete(ctx context.Context, msgs []openai.ChatCompletionMessageParamUnion) (completion, error) {
+	callCtx := ctx
+	ctx, cancel := context.WithTimeout(ctx, p.conn.Timeout)
+	defer cancel()
+	params := openai.ChatCompletionNewParams{
+		Model:     p.conn.Model,
+		Messages:  msgs,
+		MaxTokens: openai.Int(int64(p.conn.MaxTokens)),
+	}
+	attempts := 0
+	for {
+		attempts++
+		resp, err := p.svc.New(ctx, params)
+		if err == nil {
+			return p.decode(resp, attempts)
+		}
+		if callCtx.Err() != nil {
+			// The caller went away; nobody reads a message.
+			return completion{}, callCtx.Err()
+		}
+		delay, retry := p.retryDelay(err, attempts)
+		if retry {
+			// Another attempt only if it can start before the deadline:
+			// otherwise this answer (a 429, a 503) is the truthful one, not
+			// "timed out".
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= delay {
+				retry = false
+			}
+		}
+		if !retry {
+			return completion{}, p.describe(ctx, err, attempts)
+		}
+		p.log.Info("llm: retrying", "connection", p.conn.Slug, "attempt", attempts, "delay", delay, "status", statusOf(err))
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			if callCtx.Err() != nil {
+				return completion{}, callCtx.Err()
+			}
+			return completion{}, p.describe(ctx, err, attempts)
+		}
+	}
+}
+
+func (p *provider) decode(resp *openai.ChatCompletion, attempts int) (completion, error) {
+	if resp == nil || len(resp.Choices) == 0 {
+		p.log.Warn("llm: answer without choices", "connection", p.conn.Slug, "attempts", attempts)
+		return completion{}, sdk.Conflict("the LLM connection %q answered without any choices (a malformed Chat Completions response); "+
+			"try again later or ask the operator to check the model server", p.conn.Slug)
+	}
+	ch := resp.Choices[0]
+	c := completion{
+		Answer: ch.Message.Content, FinishReason: ch.FinishReason, Model: resp.Model,
+		Usage: Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
+	}
+	if c.Model == "" {
+		c.Model = p.conn.Model
+	}
+	if strings.TrimSpace(c.Answer) == "" {
+		if ch.Message.Refusal != "" {
+			return completion{}, sdk.Conflict("model %s declined to answer: %s", c.Model, p.clean(ch.Message.Refusal))
+		}
+		hint := ""
+		if ch.FinishReason == "length" {
+			hint = fmt.Sprintf(" (it stopped at max_tokens %d before writing any; the operator may raise max_tokens)", p.conn.MaxTokens)
+		}
+		return completion{}, sdk.Conflict("model %s returned an empty answer%s", c.Model, hint)
+	}
+	return c, nil
+}
+
+// retryDelay says whether err is worth another attempt and after how long:
+// request timeouts (408), rate limits (429) and server errors (5xx) are;
+// Retry-After-Ms / Retry-After, when the server sends one, set the wait.
+func (p *provider) retryDelay(err error, attempts int) (time.Duration, bool) {
+	var ae *openai.Error
+	if !errors.As(err, &ae) || attempts > p.conn.MaxRetries {
+		return 0, false
+	}
+	if ae.StatusCode != http.StatusRequestTimeout && ae.StatusCode != http.StatusTooManyRequests && ae.StatusCode < 500 {
+		return 0, false
+	}
+	if ae.Response != nil {
+		if d, ok := retryAfter(ae.Response.Header); ok {
+			return d, true
+		}
+	}
+	d := min(backoffBase<<(attempts-1), backoffMax)
+	// Up to a quarter less, so many callers rate-limited together spread out.
+	return d - time.Duration(rand.Int64N(int64(d/4)+1)), true
+}
+
+func retryAfter(h http.Header) (time.Duration, bool) {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < 1e9 {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s < 1e6 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
+}
+
+// describe maps a failed request to the error the agent sees, and logs the
+// detail for the operator. Upstream failures are sdk.Conflict (the call was
+// valid; the provider's state refuses it now, and a later try may work); an
+// overflowing context window is sdk.InvalidInput (a shorter question or
+// fewer sources fixes it). No message quotes the key or the base_url.
+func (p *provider) describe(ctx context.Context, err error, attempts int) error {
+	slug := p.conn.Slug
+	var ae *openai.Error
+	switch {
+	case errors.As(err, &ae):
+		msg := p.clean(ae.Message)
+		logMsg := msg
+		if ae.StatusCode == http.StatusUnauthorized || ae.StatusCode == http.StatusForbidden {
+			// Providers quote part of a wrong key back ("sk-ab***yz"):
+			// not even that is logged.
+			logMsg = "(withheld: it may quote the key)"
+		}
+		p.log.Warn("llm: provider error", "connection", slug, "status", ae.StatusCode, "code", p.clean(ae.Code),
+			"type", p.clean(ae.Type), "message", logMsg, "attempts", attempts)
+		switch {
+		case contextOverflow(ae):
+			return sdk.InvalidInput("the question and its sources do not fit model %s's context window; "+
+				"ask a shorter question or pass a smaller max_sources", p.conn.Model)
+		case ae.StatusCode == http.StatusUnauthorized || ae.StatusCode == http.StatusForbidden:
+			// The provider's message may quote part of the key: not passed on.
+			return sdk.Conflict("the LLM connection %q refused its credentials (HTTP %d); the operator must fix its api_key", slug, ae.StatusCode)
+		case ae.StatusCode == http.StatusNotFound:
+			return sdk.Conflict("the LLM connection %q does not know model %q or has no Chat Completions endpoint (HTTP 404); "+
+				"the operator must fix its model or base_url", slug, p.conn.Model)
+		case ae.StatusCode == http.StatusTooManyRequests:
+			return sdk.Conflict("the LLM connection %q is rate limited (HTTP 429, %s); try again later", slug, tries(attempts))
+		case ae.StatusCode >= 500:
+			return sdk.Conflict("the LLM connection %q failed (HTTP %d, %s); try again later", slug, ae.StatusCode, tries(attempts))
+		}
+		if msg == "" {
+			msg = http.StatusText(ae.StatusCode)
+		}
+		return sdk.Conflict("the LLM connection %q rejected the request (HTTP %d): %s", slug, ae.StatusCode, msg)
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+		p.log.Warn("llm: provider timed out", "connection", slug, "timeout", p.conn.Timeout, "attempts", attempts)
+		return sdk.Conflict("the LLM connection %q did not answer within its timeout of %s; try again later", slug, p.conn.Timeout)
+	}
+	// Not an HTTP answer: the transport failed, or the body was no Chat
+	// Completions JSON. The error text may hold the URL; only its kind is
+	// told to the agent.
+	p.log.Warn("llm: request failed", "connection", slug, "base_url", redactURL(p.conn.BaseURL), "err", p.clean(err.Error()), "attempts", attempts)
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return sdk.Conflict("the LLM connection %q is unreachable: connection refused (is the model server running?)", slug)
+	case isDNSError(err):
+		return sdk.Conflict("the LLM connection %q is unreachable: its host name does not resolve", slug)
+	case errors.As(err, &ne):
+		return sdk.Conflict("the LLM connection %q is unreachable: a network error occurred", slug)
+	case strings.Contains(err.Error(), "error parsing response json"), strings.Contains(err.Error(), "expected destination type"):
+		return sdk.Conflict("the LLM connection %q sent a malformed response (not Chat Completions JSON); "+
+			"the operator should check that base_url is the API root of an OpenAI-compatible server", slug)
+	}
+	return sdk.Conflict("the LLM connection %q failed: the request could not be completed", slug)
+}
+
+func isDNSError(err error) bool {
+	var de *net.DNSError
+	return errors.As(err, &de)
+}
+
+func tries(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
+func statusOf(err error) int {
+	var ae *openai.Error
+	if errors.As(err, &ae) {
+		return ae.StatusCode
+	}
+	return 0
+}
+
+// contextOverflow recognises a prompt too long for the model: OpenAI's
+// context_length_exceeded code, and the messages of the servers that say it
+// in words (vLLM: "maximum context length is …", llama.cpp:
+// exceed_context_size_error, Ollama: "exceeds the context length").
+func contextOverflow(ae *openai.Error) bool {
+	if ae.StatusCode != http.StatusBadRequest && ae.StatusCode != http.StatusRequestEntityTooLarge {
+		return false
+	}
+	text := strings.ToLower(ae.Code + " " + ae.Type + " " + ae.Message)
+	for _, s := range []string{
+		"context_length_exceeded", "exceed_context_size", "maximum context length", "context length",
+		"context window", "context size", "too many tokens", "prompt is too long",
+	} {
+		if strings.Contains(text, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// clean makes provider text safe to log or show: the key is masked wherever
+// it appears (some providers echo a wrong key back), control characters
+// go, and the length is bounded.
+func (p *provider) clean(s string) string {
+	if p.conn.APIKey != "" {
+		s = strings.ReplaceAll(s, p.conn.APIKey, "[redacted]")
+	}
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.TrimSpace(s)
+	if r := []rune(s); len(r) > 300 {
+		s = string(r[:300]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,60 @@
+package llm
+
+// The capability's input and output. Their JSON Schemas, inferred by the
+// SDK, are what agents see: the jsonschema tags are written for them.
+
+// AskIn is llm.ask's input.
+type AskIn struct {
+	Question string `json:"question" jsonschema:"the question to answer, in words, e.g. which rooms have a projector?"`
+	Entity   string `json:"entity,omitempty" jsonschema:"ground the answer only in records of this catalogue entity type, e.g. booking.resource; every type when omitted"`
+	// MaxSources bounds how many catalogue records go into the prompt.
+	MaxSources int `json:"max_sources,omitempty" jsonschema:"at most this many catalogue records to ground the answer in; 5 when omitted, and a larger value is capped to the server's max_results"`
+}
+
+// Source is a catalogue record the answer was grounded in.
+type Source struct {
+	Entity string `json:"entity" jsonschema:"the catalogue entity type"`
+	ID     string `json:"id" jsonschema:"the record's id; pass entity and id to platform.get for the full record"`
+	Title  string `json:"title" jsonschema:"the record's name"`
+}
+
+// Usage is the provider's token count for the answer.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+}
+
+// AskOut is llm.ask's output.
+type AskOut struct {
+	Answer string `json:"answer" jsonschema:"the model's answer; it cites sources by their number, [1] being the first of sources"`
+	// Sources is empty (never absent) when the answer is not grounded.
+	Sources []Source `json:"sources" jsonschema:"the catalogue records given to the model, in the order it saw them; empty when the caller may not read the catalogue or nothing matched, and the answer then says it could not consult it"`
+	Model   string   `json:"model" jsonschema:"the model that answered, as the provider named it"`
+	Usage   Usage    `json:"usage" jsonschema:"tokens the provider counted for this answer"`
+}
+
+// The nested capabilities' wire shapes (plugins/search; that package is
+// internal to its plugin, so they are restated here).
+type (
+	searchIn struct {
+		Query  string `json:"query"`
+		Entity string `json:"entity,omitempty"`
+		Limit  int    `json:"limit,omitempty"`
+	}
+	searchHit struct {
+		Entity  string `json:"entity"`
+		ID      string `json:"id"`
+		Title   string `json:"title"`
+		Snippet string `json:"snippet"`
+	}
+	searchOut struct {
+		Hits []searchHit `json:"hits"`
+	}
+	getIn struct {
+		Entity string `json:"entity"`
+		ID     string `json:"id"`
+	}
+	getOut struct {
+		Record map[string]any `json:"record"`
+	}
+)
