@@ -1,9 +1,12 @@
 package llm
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -59,6 +62,7 @@ func newProvider(conn Connection, hc *http.Client, log *slog.Logger) *provider {
 		// Retry-After longer than the time left and then report a timeout
 		// instead of the rate limit.
 		option.WithMaxRetries(0),
+		option.WithMiddleware(normalizeErrorBody),
 	}
 	if conn.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(conn.APIKey))
@@ -301,4 +305,57 @@ func (p *provider) clean(s string) string {
 		s = string(r[:300]) + "…"
 	}
 	return s
+}
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// normalizeErrorBody rewrites an error response into OpenAI's shape,
+// {"error": {"message", "type", "code"}}, which is the only one openai-go
+// reads: vLLM (before 0.10) puts those keys at the top level, Ollama's and
+// other servers' errors are {"error": "text"}, FastAPI's {"detail": "text"},
+// and a proxy in front may answer HTML. Without this, their status and
+// message would be lost (or the error be no *openai.Error at all), and a
+// context overflow or a 429 could not be told apart.
+func normalizeErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil || res == nil || res.StatusCode < 400 || res.Body == nil {
+		return res, err
+	}
+	body, rerr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	_ = res.Body.Close()
+	if rerr != nil {
+		body = nil
+	}
+	res.Body = io.NopCloser(bytes.NewReader(errorBody(body)))
+	res.ContentLength = -1
+	res.Header.Del("Content-Length")
+	res.Header.Set("Content-Type", "application/json")
+	return res, nil
+}
+
+func errorBody(body []byte) []byte {
+	var top map[string]json.RawMessage
+	obj := map[string]any{}
+	if json.Unmarshal(body, &top) == nil {
+		var inner map[string]json.RawMessage
+		var text string
+		switch {
+		case json.Unmarshal(top["error"], &inner) == nil && inner != nil:
+			return body // already OpenAI's shape
+		case json.Unmarshal(top["error"], &text) == nil && text != "":
+			obj["message"] = text
+		case json.Unmarshal(top["message"], &text) == nil && text != "":
+			obj["message"] = text
+			for _, k := range []string{"type", "code", "param"} {
+				if v, ok := top[k]; ok {
+					obj[k] = v
+				}
+			}
+		case json.Unmarshal(top["detail"], &text) == nil && text != "":
+			obj["message"] = text
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"error": obj})
+	return b
 }

@@ -1,0 +1,320 @@
+package llm_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/capgate/capgate/plugins/llm/internal/llm"
+	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/sdktest"
+)
+
+// testKey is distinctive so a leak anywhere is found by a plain search.
+const testKey = "sk-capgate-LEAKCANARY-7f3a9c21e5"
+
+// alice is the caller of every test call.
+var alice = sdk.Principal{Role: "customer", Scope: "read", UserID: "alice"}
+
+// chatRequest is the part of a Chat Completions request the tests read.
+type chatRequest struct {
+	Model     string `json:"model"`
+	MaxTokens int    `json:"max_tokens"`
+	Messages  []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+}
+
+// seen is one request the fake provider received.
+type seen struct {
+	Path          string
+	Authorization string
+	Body          chatRequest
+	Raw           string
+}
+
+// prompt is every message's content, joined.
+func (s seen) prompt() string {
+	var b strings.Builder
+	for _, m := range s.Body.Messages {
+		b.WriteString(m.Role + ": " + m.Content + "\n")
+	}
+	return b.String()
+}
+
+// fakeLLM is an OpenAI-compatible Chat Completions server: it records each
+// request and answers with handle (n counts requests from 1), by default a
+// well-formed completion.
+type fakeLLM struct {
+	*httptest.Server
+	mu     sync.Mutex
+	reqs   []seen
+	handle func(w http.ResponseWriter, r *http.Request, n int)
+}
+
+func newFakeLLM(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int)) *fakeLLM {
+	f := &fakeLLM{handle: handle}
+	if f.handle == nil {
+		f.handle = func(w http.ResponseWriter, _ *http.Request, _ int) { writeCompletion(w, "Aurora room has a projector [1].") }
+	}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		s := seen{Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), Raw: string(raw)}
+		_ = json.Unmarshal(raw, &s.Body)
+		f.mu.Lock()
+		f.reqs = append(f.reqs, s)
+		n := len(f.reqs)
+		f.mu.Unlock()
+		f.handle(w, r, n)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeLLM) requests() []seen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seen(nil), f.reqs...)
+}
+
+func (f *fakeLLM) last(t *testing.T) seen {
+	t.Helper()
+	r := f.requests()
+	if len(r) == 0 {
+		t.Fatal("the provider received no request")
+	}
+	return r[len(r)-1]
+}
+
+func writeCompletion(w http.ResponseWriter, answer string) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-test", "object": "chat.completion", "created": 1700000000, "model": "served-model-2024",
+		"choices": []any{map[string]any{
+			"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": answer},
+		}},
+		"usage": map[string]any{"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333},
+	})
+}
+
+// writeError answers OpenAI's error shape; the message echoes the request's
+// Authorization header, as some providers echo a wrong key, so the tests see
+// whether the key travels any further.
+func writeError(w http.ResponseWriter, r *http.Request, status int, typ, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+		"message": msg + " (credentials: " + r.Header.Get("Authorization") + ")", "type": typ, "code": code,
+	}})
+}
+
+// syncBuffer collects log output written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The fixture catalogue: what platform.search / platform.get serve.
+type record struct {
+	entity, id, title string
+	data              map[string]any
+}
+
+var records = []record{
+	{"booking.resource", "room-aurora", "Aurora room", map[string]any{
+		"name": "Aurora room", "capacity": 12, "features": []string{"projector", "whiteboard"}, "floor": "AURORA-FLOOR-SEVEN",
+	}},
+	{"booking.resource", "room-gone", "Gone room with projector", nil}, // indexed, but platform.get no longer finds it
+	{"booking.resource", "desk-12", "Standing desk 12", map[string]any{"name": "Standing desk 12", "features": []string{"projector arm"}}},
+	{"subscription.plan", "plan-pro", "Pro plan projector bundle", map[string]any{"price": "49 EUR", "code": "PLAN-PRO-CODE"}},
+}
+
+// catalogue is a stand-in for the search plugin (internal to its own
+// plugin, so not importable): platform.search matches any query word of 3+
+// letters in a record's title or data, in the order of records.
+type catalogue struct {
+	mu       sync.Mutex
+	searches []map[string]any
+	gets     []string
+}
+
+func (c *catalogue) plugin() *sdk.Plugin {
+	p := sdk.New("search", "test")
+	type hit struct {
+		Entity  string  `json:"entity"`
+		ID      string  `json:"id"`
+		Title   string  `json:"title"`
+		Snippet string  `json:"snippet"`
+		Score   float64 `json:"score"`
+	}
+	type searchIn struct {
+		Query  string `json:"query"`
+		Entity string `json:"entity,omitempty"`
+		Limit  int    `json:"limit,omitempty"`
+	}
+	type searchOut struct {
+		Hits []hit `json:"hits"`
+	}
+	type getIn struct {
+		Entity string `json:"entity"`
+		ID     string `json:"id"`
+	}
+	type getOut struct {
+		Entity string         `json:"entity"`
+		ID     string         `json:"id"`
+		Record map[string]any `json:"record"`
+	}
+	sdk.Add(p, sdk.Tool[searchIn, searchOut]{
+		Name: "platform.search", Kind: sdk.Read, Pack: "search", Permission: "catalogue.read",
+		Handler: func(_ context.Context, _ sdk.Call, in searchIn) (searchOut, error) {
+			c.mu.Lock()
+			c.searches = append(c.searches, map[string]any{"query": in.Query, "entity": in.Entity, "limit": in.Limit})
+			c.mu.Unlock()
+			if in.Entity != "" && in.Entity != "booking.resource" && in.Entity != "subscription.plan" {
+				return searchOut{}, sdk.InvalidInput("unknown entity type %q; known: booking.resource, subscription.plan", in.Entity)
+			}
+			out := searchOut{Hits: []hit{}}
+			for i, r := range records {
+				if in.Entity != "" && r.entity != in.Entity {
+					continue
+				}
+				data, _ := json.Marshal(r.data)
+				text := strings.ToLower(r.title + " " + string(data))
+				for _, w := range strings.Fields(strings.ToLower(in.Query)) {
+					w = strings.Trim(w, "?.,!")
+					if len(w) >= 3 && strings.Contains(text, w) {
+						out.Hits = append(out.Hits, hit{r.entity, r.id, r.title, "snippet of " + r.title, float64(10 - i)})
+						break
+					}
+				}
+			}
+			if in.Limit > 0 && len(out.Hits) > in.Limit {
+				out.Hits = out.Hits[:in.Limit]
+			}
+			return out, nil
+		},
+	})
+	sdk.Add(p, sdk.Tool[getIn, getOut]{
+		Name: "platform.get", Kind: sdk.Read, Pack: "search", Permission: "catalogue.read",
+		Handler: func(_ context.Context, _ sdk.Call, in getIn) (getOut, error) {
+			c.mu.Lock()
+			c.gets = append(c.gets, in.ID)
+			c.mu.Unlock()
+			for _, r := range records {
+				if r.entity == in.Entity && r.id == in.ID && r.data != nil {
+					return getOut{Entity: r.entity, ID: r.id, Record: r.data}, nil
+				}
+			}
+			return getOut{}, sdk.NotFound("no %s %q", in.Entity, in.ID)
+		},
+	})
+	return p
+}
+
+// rig is a host with the llm plugin (and, unless noCatalogue, the catalogue
+// stand-in) over a fake provider.
+type rig struct {
+	host *sdktest.Host
+	llm  *sdktest.Client
+	fake *fakeLLM
+	cat  *catalogue
+	logs *syncBuffer
+}
+
+type rigOpts struct {
+	handle      func(w http.ResponseWriter, r *http.Request, n int)
+	conn        map[string]any // merged over the default connection
+	noCatalogue bool
+	refuse      func(p sdk.Principal, capability string) (step, reason string)
+	maxResults  int
+}
+
+func newRig(t *testing.T, o rigOpts) *rig {
+	t.Helper()
+	r := &rig{fake: newFakeLLM(t, o.handle), cat: &catalogue{}, logs: &syncBuffer{}}
+	r.host = sdktest.NewHost(t)
+	r.host.Refuse = o.refuse
+	r.host.MaxResults = o.maxResults
+	if !o.noCatalogue {
+		if _, err := r.host.Add(r.cat.plugin(), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := map[string]any{
+		"slug": "test", "kind": "openai", "base_url": r.fake.URL + "/v1", "model": "test-model",
+		"api_key": testKey, "timeout": "5s", "max_tokens": 256,
+	}
+	for k, v := range o.conn {
+		conn[k] = v
+	}
+	p := sdk.New("llm", "test")
+	llm.Register(p, llm.Options{Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	c, err := r.host.Add(p, map[string]any{"connections": []any{conn}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.llm = c
+	if err := r.host.Start(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// ask calls llm.ask as alice and returns the decoded result, or the tool
+// error's message.
+func (r *rig) ask(t *testing.T, ctx context.Context, args any) (llm.AskOut, *sdktest.ToolError, error) {
+	t.Helper()
+	raw, te, err := r.llm.Invoke(ctx, "llm.ask", alice, args)
+	var out llm.AskOut
+	if err == nil && te == nil {
+		if jerr := json.Unmarshal(raw, &out); jerr != nil {
+			t.Fatalf("decode %s: %v", raw, jerr)
+		}
+		if strings.Contains(string(raw), `"sources":null`) {
+			t.Errorf("sources is null in %s; want a list", raw)
+		}
+	}
+	return out, te, err
+}
+
+func sourceIDs(s []llm.Source) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = x.ID
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var _ = fmt.Sprint
