@@ -27,6 +27,8 @@ const (
 // OpenAI itself, Ollama, vLLM, the llama.cpp server, LM Studio, …
 const KindOpenAI = "openai"
 
+var errTrailing = errors.New("data after the JSON object")
+
 var slugPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
 // Config is the plugin's config block.
@@ -208,7 +210,7 @@ func decodeStrict(raw json.RawMessage, v any) error {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the config object")
+		return errTrailing
 	}
 	return nil
 }
@@ -233,7 +235,7 @@ func describeDecodeError(path string, err error) string {
 		return fmt.Sprintf("%s: unknown key %s", join(""), f)
 	}
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
+	if errors.As(err, &se) || errors.Is(err, errTrailing) {
 		return fmt.Sprintf("%s: not valid JSON", join(""))
 	}
 	if path == "" {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -317,4 +316,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-var _ = fmt.Sprint

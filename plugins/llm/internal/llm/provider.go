@@ -82,7 +82,7 @@ func (p *provider) complete(ctx context.Context, msgs []openai.ChatCompletionMes
 		Messages:  msgs,
 		MaxTokens: openai.Int(int64(p.conn.MaxTokens)),
 	}
-	attempts := 0
+	attempts, lastStatus := 0, 0
 	for {
 		attempts++
 		resp, err := p.svc.New(ctx, params)
@@ -103,8 +103,9 @@ func (p *provider) complete(ctx context.Context, msgs []openai.ChatCompletionMes
 			}
 		}
 		if !retry {
-			return completion{}, p.describe(ctx, err, attempts)
+			return completion{}, p.describe(ctx, err, attempts, lastStatus)
 		}
+		lastStatus = statusOf(err)
 		p.log.Info("llm: retrying", "connection", p.conn.Slug, "attempt", attempts, "delay", delay, "status", statusOf(err))
 		t := time.NewTimer(delay)
 		select {
@@ -114,7 +115,7 @@ func (p *provider) complete(ctx context.Context, msgs []openai.ChatCompletionMes
 			if callCtx.Err() != nil {
 				return completion{}, callCtx.Err()
 			}
-			return completion{}, p.describe(ctx, err, attempts)
+			return completion{}, p.describe(ctx, err, attempts, lastStatus)
 		}
 	}
 }
@@ -191,7 +192,10 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 // valid; the provider's state refuses it now, and a later try may work); an
 // overflowing context window is sdk.InvalidInput (a shorter question or
 // fewer sources fixes it). No message quotes the key or the base_url.
-func (p *provider) describe(ctx context.Context, err error, attempts int) error {
+//
+// lastStatus is the HTTP status of the attempt before this one (0: none),
+// so a timeout during a retry still says what the provider answered before.
+func (p *provider) describe(ctx context.Context, err error, attempts, lastStatus int) error {
 	slug := p.conn.Slug
 	var ae *openai.Error
 	switch {
@@ -225,8 +229,12 @@ func (p *provider) describe(ctx context.Context, err error, attempts int) error 
 		}
 		return sdk.Conflict("the LLM connection %q rejected the request (HTTP %d): %s", slug, ae.StatusCode, msg)
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
-		p.log.Warn("llm: provider timed out", "connection", slug, "timeout", p.conn.Timeout, "attempts", attempts)
-		return sdk.Conflict("the LLM connection %q did not answer within its timeout of %s; try again later", slug, p.conn.Timeout)
+		p.log.Warn("llm: provider timed out", "connection", slug, "timeout", p.conn.Timeout, "attempts", attempts, "last_status", lastStatus)
+		earlier := ""
+		if lastStatus != 0 {
+			earlier = fmt.Sprintf(" (%s; the last answered HTTP %d)", tries(attempts), lastStatus)
+		}
+		return sdk.Conflict("the LLM connection %q did not answer within its timeout of %s%s; try again later", slug, p.conn.Timeout, earlier)
 	}
 	// Not an HTTP answer: the transport failed, or the body was no Chat
 	// Completions JSON. The error text may hold the URL; only its kind is

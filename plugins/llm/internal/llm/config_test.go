@@ -1,0 +1,135 @@
+package llm_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/plugins/llm/internal/llm"
+	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/sdktest"
+)
+
+func registerQuiet(p *sdk.Plugin) {
+	llm.Register(p, llm.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+func sdkPluginQuiet() *sdk.Plugin {
+	p := sdk.New("llm", "test")
+	registerQuiet(p)
+	return p
+}
+
+func TestParseConfigDefaultsAndValues(t *testing.T) {
+	c, all, err := llm.ParseConfig(json.RawMessage(`{"connections":[{"slug":"local","kind":"openai","base_url":"http://127.0.0.1:11434/v1/","model":"llama3.2"}]}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := llm.Connection{Slug: "local", Kind: "openai", BaseURL: "http://127.0.0.1:11434/v1", Model: "llama3.2",
+		Timeout: llm.DefaultTimeout, MaxTokens: llm.DefaultMaxTokens, MaxRetries: llm.DefaultMaxRetries}
+	if c != want || len(all) != 1 {
+		t.Errorf("got %+v (%d), want %+v", c, len(all), want)
+	}
+	c, _, err = llm.ParseConfig(json.RawMessage(`{"connections":[{"slug":"oa","kind":"openai","base_url":"https://api.openai.com/v1","model":"gpt-4o-mini","api_key":"k","timeout":"2m","max_tokens":10,"max_retries":0}]}`), "oa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Timeout != 2*time.Minute || c.MaxTokens != 10 || c.MaxRetries != 0 || c.APIKey != "k" {
+		t.Errorf("got %+v", c)
+	}
+	if s := c.String(); strings.Contains(s, "k)") || !strings.Contains(s, "gpt-4o-mini") {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestParseConfigErrorsNameTheKey(t *testing.T) {
+	good := `{"slug":"a","kind":"openai","base_url":"http://h/v1","model":"m"}`
+	with := func(kv string) string { return `{"connections":[` + good + `,{"slug":"b","kind":"openai","base_url":"http://h/v1","model":"m",` + kv + `}]}` }
+	for _, tc := range []struct{ cfg, want string }{
+		{`{}`, "connections: at least one connection is required"},
+		{`{"connections":[]}`, "connections: at least one connection is required"},
+		{`{"connection":[]}`, `unknown key "connection"`},
+		{`{"connections":{}}`, "connections: must be a list"},
+		{`{"connections":["x"]}`, "connections[0]: must be an object"},
+		{`{"connections":[` + good + `,{"kind":"openai","base_url":"http://h/v1","model":"m"}]}`, "connections[1].slug: required"},
+		{`{"connections":[` + good + `,` + good + `]}`, `connections[1].slug: "a" is already the slug of connections[0]`},
+		{with(`"slug":"Bad Slug"`), `connections[1].slug: "Bad Slug" must be lower-case`},
+		{with(`"kind":"anthropic"`), `connections[1].kind: unknown kind "anthropic"; the known kind is "openai"`},
+		{with(`"kind":""`), "connections[1].kind: required"},
+		{with(`"base_url":""`), "connections[1].base_url: required"},
+		{with(`"base_url":"127.0.0.1:11434"`), "connections[1].base_url:"},
+		{with(`"base_url":"ftp://h/v1"`), `connections[1].base_url: "ftp://h/v1" must be an http:// or https:// URL`},
+		{with(`"base_url":"http:///v1"`), "connections[1].base_url: \"http:///v1\" has no host"},
+		{with(`"base_url":"http://h/v1?x=1"`), "must not carry a query"},
+		{with(`"model":" "`), "connections[1].model: required"},
+		{with(`"timeout":"soon"`), `connections[1].timeout: "soon" is not a positive Go duration`},
+		{with(`"timeout":"-1s"`), `connections[1].timeout: "-1s" is not a positive`},
+		{with(`"timeout":60`), "connections[1].timeout: must be a string"},
+		{with(`"max_tokens":0`), "connections[1].max_tokens: 0 must be at least 1"},
+		{with(`"max_tokens":"many"`), "connections[1].max_tokens: must be a whole number"},
+		{with(`"max_retries":11`), "connections[1].max_retries: 11 must be between 0 and 10"},
+		{with(`"max_retries":-1`), "connections[1].max_retries: -1 must be between"},
+		{with(`"apikey":"x"`), `connections[1]: unknown key "apikey"`},
+		{`{"connections":[` + good + `]} trailing`, "not valid JSON"},
+	} {
+		_, _, err := llm.ParseConfig(json.RawMessage(tc.cfg), "a")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "llm config: ") {
+			t.Errorf("%s:\n got %v\nwant …%s…", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestSlugSelection(t *testing.T) {
+	two := json.RawMessage(`{"connections":[{"slug":"local","kind":"openai","base_url":"http://h/v1","model":"m"},{"slug":"cloud","kind":"openai","base_url":"https://c/v1","model":"n"}]}`)
+	if c, _, err := llm.ParseConfig(two, "cloud"); err != nil || c.Slug != "cloud" {
+		t.Errorf("cloud: %+v %v", c, err)
+	}
+	if _, _, err := llm.ParseConfig(two, ""); err == nil || !strings.Contains(err.Error(), "llm_connection_slug is not set and the llm plugin has 2 connections (local, cloud)") {
+		t.Errorf("unset slug: %v", err)
+	}
+	if _, _, err := llm.ParseConfig(two, "gpu"); err == nil || !strings.Contains(err.Error(), `llm_connection_slug "gpu" names no connection of the llm plugin; its connections are: local, cloud`) {
+		t.Errorf("unknown slug: %v", err)
+	}
+	one := json.RawMessage(`{"connections":[{"slug":"local","kind":"openai","base_url":"http://h/v1","model":"m"}]}`)
+	if c, _, err := llm.ParseConfig(one, ""); err != nil || c.Slug != "local" {
+		t.Errorf("one connection, no slug: %+v %v", c, err)
+	}
+	if _, _, err := llm.ParseConfig(one, "other"); err == nil || !strings.Contains(err.Error(), `llm_connection_slug "other"`) {
+		t.Errorf("one connection, wrong slug: %v", err)
+	}
+}
+
+// Through the host: llm_connection_slug picks which provider answers, and a
+// bad one stops the plugin's configuration.
+func TestHostSlugPicksTheConnection(t *testing.T) {
+	first, second := newFakeLLM(t, nil), newFakeLLM(t, nil)
+	cfg := map[string]any{"connections": []any{
+		map[string]any{"slug": "first", "kind": "openai", "base_url": first.URL + "/v1", "model": "m1"},
+		map[string]any{"slug": "second", "kind": "openai", "base_url": second.URL + "/v1", "model": "m2"},
+	}}
+	h := sdktest.NewHost(t)
+	h.LLMConnectionSlug = "second"
+	c, err := h.Add(sdkPluginQuiet(), cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, te, err := c.Invoke(context.Background(), "llm.ask", alice, map[string]any{"question": "hi"}); err != nil || te != nil {
+		t.Fatal(te, err)
+	}
+	if len(first.requests()) != 0 || len(second.requests()) != 1 || second.last(t).Body.Model != "m2" {
+		t.Errorf("first saw %d, second %d requests", len(first.requests()), len(second.requests()))
+	}
+
+	h2 := sdktest.NewHost(t)
+	h2.LLMConnectionSlug = "third"
+	if _, err := h2.Add(sdkPluginQuiet(), cfg, ""); err == nil || !strings.Contains(err.Error(), `llm_connection_slug "third"`) {
+		t.Errorf("configure with an unknown slug: %v", err)
+	}
+}
