@@ -48,7 +48,9 @@ func TestParseConfigDefaultsAndValues(t *testing.T) {
 
 func TestParseConfigErrorsNameTheKey(t *testing.T) {
 	good := `{"slug":"a","kind":"openai","base_url":"http://h/v1","model":"m"}`
-	with := func(kv string) string { return `{"connections":[` + good + `,{"slug":"b","kind":"openai","base_url":"http://h/v1","model":"m",` + kv + `}]}` }
+	with := func(kv string) string {
+		return `{"connections":[` + good + `,{"slug":"b","kind":"openai","base_url":"http://h/v1","model":"m",` + kv + `}]}`
+	}
 	for _, tc := range []struct{ cfg, want string }{
 		{`{}`, "connections: at least one connection is required"},
 		{`{"connections":[]}`, "connections: at least one connection is required"},

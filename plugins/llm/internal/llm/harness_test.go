@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +63,9 @@ type fakeLLM struct {
 func newFakeLLM(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int)) *fakeLLM {
 	f := &fakeLLM{handle: handle}
 	if f.handle == nil {
-		f.handle = func(w http.ResponseWriter, _ *http.Request, _ int) { writeCompletion(w, "Aurora room has a projector [1].") }
+		f.handle = func(w http.ResponseWriter, _ *http.Request, _ int) {
+			writeCompletion(w, "Aurora room has a projector [1].")
+		}
 	}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
@@ -306,13 +307,3 @@ func sourceIDs(s []llm.Source) []string {
 	}
 	return out
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-

@@ -106,7 +106,7 @@ func (p *provider) complete(ctx context.Context, msgs []openai.ChatCompletionMes
 			return completion{}, p.describe(ctx, err, attempts, lastStatus)
 		}
 		lastStatus = statusOf(err)
-		p.log.Info("llm: retrying", "connection", p.conn.Slug, "attempt", attempts, "delay", delay, "status", statusOf(err))
+		p.log.Info("llm: retrying", "connection", p.conn.Slug, "attempt", attempts, "delay", delay.String(), "status", statusOf(err))
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
@@ -229,7 +229,7 @@ func (p *provider) describe(ctx context.Context, err error, attempts, lastStatus
 		}
 		return sdk.Conflict("the LLM connection %q rejected the request (HTTP %d): %s", slug, ae.StatusCode, msg)
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
-		p.log.Warn("llm: provider timed out", "connection", slug, "timeout", p.conn.Timeout, "attempts", attempts, "last_status", lastStatus)
+		p.log.Warn("llm: provider timed out", "connection", slug, "timeout", p.conn.Timeout.String(), "attempts", attempts, "last_status", lastStatus)
 		earlier := ""
 		if lastStatus != 0 {
 			earlier = fmt.Sprintf(" (%s; the last answered HTTP %d)", tries(attempts), lastStatus)

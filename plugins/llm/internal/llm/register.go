@@ -51,7 +51,7 @@ func Register(p *sdk.Plugin, opts Options) {
 		pl.maxResults.Store(int64(max(env.MaxResults, 1)))
 		pl.provider.Store(newProvider(conn, opts.HTTPClient, log))
 		log.Info("llm: answering with connection "+conn.String(), "connections", len(all),
-			"timeout", conn.Timeout, "max_tokens", conn.MaxTokens, "max_retries", conn.MaxRetries)
+			"timeout", conn.Timeout.String(), "max_tokens", conn.MaxTokens, "max_retries", conn.MaxRetries)
 		return nil
 	})
 	sdk.Add(p, sdk.Tool[AskIn, AskOut]{
