@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
@@ -30,13 +33,19 @@ func IsRefused(err error) bool {
 	return errors.As(err, &r)
 }
 
+// ErrUnknownCapability is returned (wrapped) by Call.Invoke when no plugin
+// provides the capability: a plugin that grounds its answers in another
+// pack's capability can fall back when that pack is not installed.
+var ErrUnknownCapability = errors.New("no such capability")
+
 // Invoke calls another capability as this call's caller, through the
 // host's gate: it passes exactly the checks a direct call by the same
 // caller would, so a plugin can never read or do more than its caller may.
 // args is marshalled to a JSON object (nil means {}); the result is the
 // capability's JSON output. A refusal is a *RefusedError, a failure the
 // caller can act on is the callee's NotFound / InvalidInput / Conflict
-// (return it as is to pass it on), anything else an internal error.
+// (return it as is to pass it on), a capability no plugin provides
+// ErrUnknownCapability, anything else an internal error.
 func (c Call) Invoke(ctx context.Context, capability string, args any) (json.RawMessage, error) {
 	if c.host == nil {
 		return nil, ErrNoHost
@@ -52,6 +61,9 @@ func (c Call) Invoke(ctx context.Context, capability string, args any) (json.Raw
 		CallId: c.ID, Capability: capability, Arguments: raw,
 	})
 	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			return nil, fmt.Errorf("invoke %s: %w", capability, ErrUnknownCapability)
+		}
 		return nil, hostError("invoke "+capability, err)
 	}
 	if r := resp.GetRefusal(); r != nil {

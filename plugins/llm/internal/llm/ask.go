@@ -99,7 +99,7 @@ func (pl *plugin) ground(ctx context.Context, call sdk.Call, q, entity string, n
 	case sdk.IsRefused(err):
 		log.Info("llm.ask: answering ungrounded, the caller may not search", "refusal", err.Error())
 		return nil, false, nil
-	case noSuchCapability(err, "platform.search"):
+	case errors.Is(err, sdk.ErrUnknownCapability):
 		log.Info("llm.ask: answering ungrounded, no plugin serves platform.search")
 		return nil, false, nil
 	default:
@@ -129,7 +129,7 @@ func (pl *plugin) ground(ctx context.Context, call sdk.Call, q, entity string, n
 		case sdk.IsNotFound(err):
 			// Deleted since it was indexed: it is no source any more.
 			continue
-		case sdk.IsRefused(err), noSuchCapability(err, "platform.get"):
+		case sdk.IsRefused(err), errors.Is(err, sdk.ErrUnknownCapability):
 			// The caller saw the hit through search, so its title and
 			// snippet are theirs to see; the full record is not.
 		default:
@@ -138,14 +138,6 @@ func (pl *plugin) ground(ctx context.Context, call sdk.Call, q, entity string, n
 		sources = append(sources, s)
 	}
 	return sources, true, nil
-}
-
-// noSuchCapability recognises the host's answer to a nested call of a
-// capability no plugin serves. The SDK hands it over as a plain error
-// carrying the gRPC status (NotFound, "no capability …"), not as a tool
-// error, so its text is the only sign.
-func noSuchCapability(err error, name string) bool {
-	return !sdk.IsNotFound(err) && strings.HasPrefix(err.Error(), "host invoke "+name+": NotFound:")
 }
 
 // prompt builds the messages: the system prompt, then one user message with
