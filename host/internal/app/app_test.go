@@ -18,7 +18,7 @@ import (
 	"github.com/capgate/capgate/host/internal/config"
 )
 
-var helloBin, leakyBin, relayBin, bookingBin, searchBin, subscriptionBin string
+var helloBin, leakyBin, relayBin, bookingBin, searchBin, subscriptionBin, llmBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capgate-app-*")
@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 		{&bookingBin, "../../../plugins/booking"},
 		{&searchBin, "../../../plugins/search"},
 		{&subscriptionBin, "../../../plugins/subscription"},
+		{&llmBin, "../../../plugins/llm"},
 	} {
 		*b.bin = filepath.Join(dir, "capgate-plugin-"+filepath.Base(b.src))
 		cmd := exec.Command("go", "build", "-o", *b.bin, b.src)
