@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -548,64 +547,6 @@ func postgresBackend(t *testing.T) dsBackend {
 			checkStored(t, db, want)
 		},
 	}
-}
-
-// startHostIn starts `capgate serve` like startHost, but on the given
-// directory: a second call on the same directory is a restart on the same
-// data. bookingConfig replaces the booking plugin's config block.
-func startHostIn(t *testing.T, dir, bookingConfig string) *host {
-	t.Helper()
-	return startHostWith(t, dir, bookingConfig, nil)
-}
-
-// startHostWith is startHostIn with edit, when set, rewriting the
-// configuration text before the host reads it.
-func startHostWith(t *testing.T, dir, bookingConfig string, edit func(string) string) *host {
-	t.Helper()
-	bins := binaries(t)
-	plugins := map[string]string{}
-	for _, name := range pluginNames {
-		plugins[name] = filepath.Join(dir, "capgate-plugin-"+name)
-		if _, err := os.Stat(plugins[name]); err == nil {
-			continue
-		}
-		if err := os.Link(bins.plugins[name], plugins[name]); err != nil {
-			copyFile(t, bins.plugins[name], plugins[name])
-		}
-	}
-	port := freePort(t)
-	cfgText := hostConfig(port, filepath.Join(dir, "data"), plugins)
-	cfgText = strings.Replace(cfgText, "config: {seed: demo}", "config: "+bookingConfig, 1)
-	if edit != nil {
-		cfgText = edit(cfgText)
-	}
-	cfg := filepath.Join(dir, "capgate.yaml")
-	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, fmt.Sprintf("capgate-%d.log", port))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bins.host, "serve", "-c", cfg)
-	cmd.Dir = dir
-	cmd.Env = hostEnv()
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting capgate: %v", err)
-	}
-	h := &host{t: t, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), plugins: plugins, log: logPath, done: make(chan struct{})}
-	go func() {
-		h.werr = cmd.Wait()
-		h.state = cmd.ProcessState
-		close(h.done)
-	}()
-	t.Cleanup(h.stop)
-	h.waitHealthy()
-	return h
 }
 
 func startOfDayUTC(t time.Time) time.Time {

@@ -64,7 +64,7 @@ func TestNestedCallsPassTheGate(t *testing.T) {
 		{"admitted", "test-both-1", relayArgs(0, "hello.greet", greet), `"result":{"greeting":"hello, nest"}`},
 		{"permission refused as for the caller", "test-relay-1", relayArgs(0, "hello.greet", greet), `"refused":"permission"`},
 		{"arguments validated", "test-both-1", relayArgs(0, "hello.greet", map[string]any{"name": 7}), "invalid arguments"},
-		{"unknown capability", "test-both-1", relayArgs(0, "nope.nothing", map[string]any{}), `no capability`},
+		{"unknown capability", "test-both-1", relayArgs(0, "nope.nothing", map[string]any{}), `no such capability`},
 		{"nesting within the bound", "test-both-1", relayArgs(3, "hello.greet", greet), `hello, nest`},
 		{"nesting beyond the bound", "test-both-1", relayArgs(5, "hello.greet", greet), "nest deeper than 4"},
 		{"a forged call id acts for no one", "test-both-1",
