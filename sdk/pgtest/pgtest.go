@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/capgate/capgate/sdk/sqlstore"
 )
 
 // EnvDSN names the environment variable holding the test server's DSN.
@@ -103,13 +105,6 @@ func exec(t testing.TB, dsn, sql string) {
 	}
 }
 
-// Redact returns dsn with any password replaced by "xxxxx", for messages.
-func Redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-		return u.String()
-	}
-	return dsn
-}
+// Redact returns dsn with any password replaced, for messages; see
+// sqlstore.Redact.
+func Redact(dsn string) string { return sqlstore.Redact(dsn) }

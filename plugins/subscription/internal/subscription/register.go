@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +11,7 @@ import (
 	"github.com/capgate/capgate/plugins/subscription/internal/store/postgres"
 	"github.com/capgate/capgate/plugins/subscription/internal/store/sqlite"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/sqlstore"
 )
 
 // Pack is the operator toggle of every subscription capability.
@@ -46,44 +43,9 @@ type Config struct {
 
 // openStore opens the store cfg.DSN names; see Config.DSN.
 func openStore(ctx context.Context, cfg Config, env sdk.Env) (store.Store, error) {
-	if cfg.DSN != "" {
-		if !strings.HasPrefix(cfg.DSN, "postgres://") && !strings.HasPrefix(cfg.DSN, "postgresql://") {
-			// The value is not echoed: it may hold a password.
-			return nil, errors.New("subscription config: dsn must be a postgres:// or postgresql:// URL (PostgreSQL), " +
-				"or left out for SQLite in the data directory; other schemes and key=value strings are not accepted")
-		}
-		st, err := postgres.Open(ctx, cfg.DSN, env.Logger)
-		if err != nil {
-			return nil, fmt.Errorf("subscription config: dsn %s: %w", redactDSN(cfg.DSN), err)
-		}
-		return st, nil
-	}
-	if env.DataDir == "" {
-		return nil, errors.New("subscription: the host gave no data directory")
-	}
-	fi, err := os.Stat(env.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("subscription: data directory: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("subscription: data directory %q is not a directory", env.DataDir)
-	}
-	st, err := sqlite.Open(ctx, filepath.Join(env.DataDir, DBFile), env.Logger)
-	if err != nil {
-		return nil, fmt.Errorf("subscription: %w", err)
-	}
-	return st, nil
-}
-
-// redactDSN returns dsn fit for a message: any password replaced, or only
-// the scheme when dsn does not parse as a URL.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		scheme, _, _ := strings.Cut(dsn, "://")
-		return scheme + "://(unparsable URL)"
-	}
-	return u.Redacted()
+	return sqlstore.Open(ctx, sqlstore.Target{Name: "subscription", DSN: cfg.DSN, DataDir: env.DataDir, File: DBFile},
+		func(ctx context.Context, path string) (store.Store, error) { return sqlite.Open(ctx, path, env.Logger) },
+		func(ctx context.Context, dsn string) (store.Store, error) { return postgres.Open(ctx, dsn, env.Logger) })
 }
 
 // Option adjusts Register.

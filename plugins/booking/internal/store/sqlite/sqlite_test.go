@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,91 +47,6 @@ func TestContract(t *testing.T) {
 		}
 		return s
 	})
-}
-
-func TestOpenSetsPragmas(t *testing.T) {
-	s := openAt(t, filepath.Join(t.TempDir(), "booking.db"))
-	tests := []struct {
-		pragma string
-		want   string
-	}{
-		{"journal_mode", "wal"},
-		{"foreign_keys", "1"},
-		{"busy_timeout", "10000"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.pragma, func(t *testing.T) {
-			var got string
-			if err := s.DB().QueryRow("PRAGMA " + tc.pragma).Scan(&got); err != nil {
-				t.Fatalf("PRAGMA %s: %v", tc.pragma, err)
-			}
-			if got != tc.want {
-				t.Fatalf("PRAGMA %s = %q; want %q", tc.pragma, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestReopenAppliesNothing(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "booking.db")
-	open := func() string {
-		var buf bytes.Buffer
-		s, err := sqlite.Open(context.Background(), path, slog.New(slog.NewTextHandler(&buf, nil)))
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		if err := s.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-		return buf.String()
-	}
-	first := open()
-	if !strings.Contains(first, "0001_resources_bookings.sql") || !strings.Contains(first, "0002_seeds.sql") {
-		t.Fatalf("first open did not log both migrations:\n%s", first)
-	}
-	if second := open(); second != "" {
-		t.Fatalf("second open applied something:\n%s", second)
-	}
-	s := openAt(t, path)
-	var n int
-	if err := s.DB().QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != 2 {
-		t.Fatalf("schema_migrations rows = %d, %v; want 2", n, err)
-	}
-}
-
-func TestOpenErrors(t *testing.T) {
-	dir := t.TempDir()
-	newer := filepath.Join(dir, "newer.db")
-	s := openAt(t, newer)
-	if _, err := s.DB().Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (3, '0003_future.sql', '2030-01-01T00:00:00Z')`); err != nil {
-		t.Fatalf("insert future version: %v", err)
-	}
-	s.Close()
-	notADB := filepath.Join(dir, "garbage.db")
-	if err := os.WriteFile(notADB, bytes.Repeat([]byte("not a database "), 512), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name, path, want string
-	}{
-		{"empty path", "", "empty path"},
-		{"question mark", filepath.Join(dir, "a?b.db"), "must not contain"},
-		{"missing directory", filepath.Join(dir, "nope", "booking.db"), "open booking database"},
-		{"database newer than build", newer, "does not know"},
-		{"not a database", notADB, "booking database"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s, err := sqlite.Open(context.Background(), tc.path, nil)
-			if err == nil {
-				s.Close()
-				t.Fatalf("Open(%q) succeeded; want error containing %q", tc.path, tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Open(%q) error = %v; want it to contain %q", tc.path, err, tc.want)
-			}
-		})
-	}
 }
 
 var raceDay = time.Date(2030, 1, 7, 10, 0, 0, 0, time.UTC)

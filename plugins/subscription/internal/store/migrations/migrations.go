@@ -1,6 +1,11 @@
 package migrations
 
-import "embed"
+import (
+	"embed"
+	"log/slog"
+
+	"github.com/capgate/capgate/sdk/sqlstore"
+)
 
 // HistoryTable is where the applied migrations are recorded: a table of the
 // vertical's own, so booking and subscription may share one PostgreSQL
@@ -11,3 +16,14 @@ const HistoryTable = "subscription_schema_migrations"
 //
 //go:embed sqlite/*.sql postgres/*.sql
 var FS embed.FS
+
+// Schema is what the stores of both engines open their database with;
+// applied migrations are logged to log (nil: discard).
+func Schema(log *slog.Logger) sqlstore.Schema {
+	return sqlstore.Schema{
+		Name:         "subscription",
+		Migrations:   FS,
+		HistoryTable: HistoryTable,
+		Log:          log,
+	}
+}

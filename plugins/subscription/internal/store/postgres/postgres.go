@@ -10,11 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/capgate/capgate/plugins/subscription/internal/store"
 	"github.com/capgate/capgate/plugins/subscription/internal/store/migrations"
-	"github.com/capgate/capgate/sdk/sqlmigrate"
+	"github.com/capgate/capgate/sdk/sqlstore"
 )
 
 // SQLSTATE codes this store maps.
@@ -34,10 +33,6 @@ const (
 	subscriptionsPlan = "subscriptions_plan_id_fkey"
 )
 
-// defaultConnectTimeout bounds the first connection when the DSN sets no
-// connect_timeout.
-const defaultConnectTimeout = 10 * time.Second
-
 // Store is a store.Store on a PostgreSQL database.
 type Store struct {
 	pool *pgxpool.Pool
@@ -49,54 +44,11 @@ var _ store.Store = (*Store)(nil)
 // that it answers, and migrates it to the latest schema. Applied migrations
 // are logged to log (nil: discard). Errors never contain the password.
 func Open(ctx context.Context, dsn string, log *slog.Logger) (*Store, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	pool, err := sqlstore.OpenPostgres(ctx, dsn, migrations.Schema(log))
 	if err != nil {
-		// pgconn's parse error redacts the password.
-		return nil, fmt.Errorf("open subscription database: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open subscription database: %w", err)
-	}
-	pingCtx := ctx
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		// A server that drops packets would otherwise hold start-up until
-		// the host gives up on configure, with a less useful message.
-		var cancel context.CancelFunc
-		pingCtx, cancel = context.WithTimeout(ctx, defaultConnectTimeout)
-		defer cancel()
-	}
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("open subscription database: %w", err)
-	}
-	if err := migrate(ctx, pool, log); err != nil {
-		pool.Close()
 		return nil, err
 	}
 	return &Store{pool: pool}, nil
-}
-
-func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
-	ms, err := sqlmigrate.LoadDialect(migrations.FS, sqlmigrate.Postgres)
-	if err != nil {
-		return fmt.Errorf("subscription database: %w", err)
-	}
-	// The runner works on database/sql; this handle borrows the pool's
-	// connections and closing it leaves the pool open.
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	applied, err := sqlmigrate.Apply(ctx, db, sqlmigrate.Postgres, ms, sqlmigrate.WithTable(migrations.HistoryTable))
-	for _, m := range applied {
-		log.Info("applied migration", "db", "postgres", "version", m.Version, "name", m.Name)
-	}
-	if err != nil {
-		return fmt.Errorf("migrate subscription database: %w", err)
-	}
-	return nil
 }
 
 // Pool exposes the pool for tests and diagnostics in this plugin.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	sqlite "modernc.org/sqlite"
@@ -14,21 +13,12 @@ import (
 
 	"github.com/capgate/capgate/plugins/subscription/internal/store"
 	"github.com/capgate/capgate/plugins/subscription/internal/store/migrations"
-	"github.com/capgate/capgate/sdk/sqlmigrate"
+	"github.com/capgate/capgate/sdk/sqlstore"
 )
-
-// busyTimeout is how long a writer waits for another to finish. Writes
-// here are single small transactions, so a long wait means something is
-// stuck, not busy.
-const busyTimeout = 10 * time.Second
 
 // timeLayout is fixed-width RFC 3339 UTC: stored as text it sorts in time
 // order, which the comparisons in SQL rely on.
 const timeLayout = "2006-01-02T15:04:05Z"
-
-// maxConns bounds the pool: enough readers for a few cores, few enough that
-// writers waiting on the lock do not pile up.
-const maxConns = 8
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
@@ -40,44 +30,9 @@ var _ store.Store = (*Store)(nil)
 // Open opens (creating if needed) the database at path and migrates it to
 // the latest schema. Applied migrations are logged to log (nil: discard).
 func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if path == "" {
-		return nil, errors.New("open subscription database: empty path")
-	}
-	// The driver splits its options off at the first '?', so a path with
-	// one would be silently cut.
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open subscription database %q: path must not contain '?' or '#'", path)
-	}
-	dsn := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate",
-		path, busyTimeout.Milliseconds())
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sqlstore.OpenSQLite(ctx, path, migrations.Schema(log))
 	if err != nil {
-		return nil, fmt.Errorf("open subscription database %q: %w", path, err)
-	}
-	// Keep connections open: database/sql keeps only two idle ones by
-	// default, and every extra one would be reopened (pragmas, schema
-	// parse) per query under concurrent calls.
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open subscription database %q: %w", path, err)
-	}
-	ms, err := sqlmigrate.LoadDialect(migrations.FS, sqlmigrate.SQLite)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("subscription database %q: %w", path, err)
-	}
-	applied, err := sqlmigrate.Apply(ctx, db, sqlmigrate.SQLite, ms, sqlmigrate.WithTable(migrations.HistoryTable))
-	for _, m := range applied {
-		log.Info("applied migration", "db", path, "version", m.Version, "name", m.Name)
-	}
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("migrate subscription database %q: %w", path, err)
+		return nil, err
 	}
 	return &Store{db: db}, nil
 }
