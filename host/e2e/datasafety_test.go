@@ -23,6 +23,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
+
+	"github.com/capgate/capgate/sdk/pgtest"
 )
 
 // The data safety tests kill a process with SIGKILL in the middle of a
@@ -478,13 +480,13 @@ func checkStored(t *testing.T, db queryRow, want map[string]dsBooking) {
 	}
 }
 
-// pgBaseDSN is the test PostgreSQL server (trust auth); CAPGATE_TEST_PG_DSN
-// overrides it.
+// pgBaseDSN is the test PostgreSQL server, as every PostgreSQL test finds
+// it (pgtest.EnvDSN overrides pgtest.DefaultDSN).
 func pgBaseDSN() string {
-	if v := os.Getenv("CAPGATE_TEST_PG_DSN"); v != "" {
+	if v := os.Getenv(pgtest.EnvDSN); v != "" {
 		return v
 	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	return pgtest.DefaultDSN
 }
 
 // postgresBackend runs the booking plugin on PostgreSQL, in a database of
