@@ -33,6 +33,26 @@
 // Publish works from OnConfigure on; its Catalogue, Documents, Record and
 // Subscribe answer from OnStart on, when the other plugins are up.
 //
+// A plugin whose handlers share a service built in OnConfigure (a store
+// opened on the configured database) keeps it in a Configured and turns the
+// service's methods into handlers with Handler, Bind and Bind2; a call that
+// arrives before OnConfigure set it fails with an error naming the plugin.
+//
+//	svc := &sdk.Configured[Service]{Plugin: p.Name()}
+//	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
+//		s, err := NewService(ctx, env)
+//		if err != nil {
+//			return err
+//		}
+//		svc.Set(s)
+//		return nil
+//	})
+//	sdk.Add(p, sdk.Tool[CancelIn, CancelOut]{
+//		Name: "shop.cancel", Kind: sdk.Action, Pack: "shop", Permission: "shop.order",
+//		Handler: sdk.Handler(svc, (*Service).Cancel),
+//		Owner:   sdk.Bind(svc, (*Service).OrderOwner),
+//	})
+//
 // # Catalogue entities
 //
 // A plugin that owns public records (rooms, products, articles) declares

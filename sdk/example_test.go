@@ -106,3 +106,43 @@ func ExamplePlugin_ProvideEntity() {
 	// room-b Borealis Meeting room for 3.
 	// room-c Cirrus Meeting room for 16.
 }
+
+// greeterService is what the example plugin builds once configured.
+type greeterService struct{ salutation string }
+
+func (s *greeterService) Greet(ctx context.Context, call sdk.Call, in GreetIn) (GreetOut, error) {
+	return GreetOut{Greeting: s.salutation + ", " + in.Name}, nil
+}
+
+// A plugin whose handlers are methods of a service built in OnConfigure:
+// Configured hands the service over, Handler makes each method a handler.
+// A call before the plugin is configured fails with an error naming it.
+func ExampleConfigured() {
+	p := sdk.New("greeter", "1.0.0")
+	svc := &sdk.Configured[greeterService]{Plugin: p.Name()}
+	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
+		var cfg struct {
+			Salutation string `json:"salutation"`
+		}
+		if err := env.DecodeConfig(&cfg); err != nil {
+			return err
+		}
+		svc.Set(&greeterService{salutation: cfg.Salutation})
+		return nil
+	})
+	greet := sdk.Handler(svc, (*greeterService).Greet)
+	sdk.Add(p, sdk.Tool[GreetIn, GreetOut]{
+		Name: "greeter.greet", Kind: sdk.Read, Pack: "greeter", Permission: "greeter.use",
+		Handler: greet,
+	})
+
+	ctx := context.Background()
+	_, err := greet(ctx, sdk.Call{}, GreetIn{Name: "Ada"})
+	fmt.Println(err)
+	svc.Set(&greeterService{salutation: "good morning"}) // what OnConfigure does
+	out, _ := greet(ctx, sdk.Call{}, GreetIn{Name: "Ada"})
+	fmt.Println(out.Greeting)
+	// Output:
+	// greeter plugin is not configured
+	// good morning, Ada
+}

@@ -2,9 +2,7 @@ package booking
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/capgate/capgate/plugins/booking/internal/store"
@@ -68,15 +66,8 @@ func Register(p *sdk.Plugin, opts ...Option) {
 	for _, f := range opts {
 		f(&o)
 	}
-	// svc is set once by OnConfigure; the SDK serves no call before that,
-	// the atomic makes the hand-over visible to every serving goroutine.
-	var svc atomic.Pointer[Service]
-	get := func() (*Service, error) {
-		if s := svc.Load(); s != nil {
-			return s, nil
-		}
-		return nil, errors.New("booking plugin is not configured")
-	}
+	// svc is set once by OnConfigure; the SDK serves no call before that.
+	svc := &sdk.Configured[Service]{Plugin: p.Name()}
 
 	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
 		var cfg Config
@@ -99,7 +90,7 @@ func Register(p *sdk.Plugin, opts ...Option) {
 			}
 		}
 		p.OnClose(st.Close)
-		svc.Store(s)
+		svc.Set(s)
 		return nil
 	})
 
@@ -109,27 +100,9 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		Name:        EntityResource,
 		Description: "a bookable resource: room, desk, court, studio, …; book it with booking.create",
 		Version:     ResourceDocVersion,
-		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
-			s, err := get()
-			if err != nil {
-				return nil, err
-			}
-			return s.ResourceDocuments(ctx, after, limit)
-		},
-		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
-			s, err := get()
-			if err != nil {
-				return nil, err
-			}
-			return s.ResourceDocumentsByID(ctx, ids)
-		},
-		Record: func(ctx context.Context, id string) (any, error) {
-			s, err := get()
-			if err != nil {
-				return nil, err
-			}
-			return s.ResourceRecord(ctx, id)
-		},
+		List:        sdk.Bind2(svc, (*Service).ResourceDocuments),
+		Get:         sdk.Bind(svc, (*Service).ResourceDocumentsByID),
+		Record:      sdk.Bind(svc, (*Service).ResourceRecord),
 	})
 
 	sdk.Add(p, sdk.Tool[AddResourceIn, Resource]{
@@ -137,96 +110,48 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		Description: "Add a bookable resource to the catalogue (operators only). It becomes searchable with " +
 			"platform.search and bookable with booking.create.",
 		Kind: sdk.Action, Pack: Pack, Permission: PermAdmin,
-		Handler: func(ctx context.Context, call sdk.Call, in AddResourceIn) (Resource, error) {
-			s, err := get()
-			if err != nil {
-				return Resource{}, err
-			}
-			return s.AddResource(ctx, call, in)
-		},
+		Handler: sdk.Handler(svc, (*Service).AddResource),
 	})
 	sdk.Add(p, sdk.Tool[ResourcesIn, ResourcesOut]{
 		Name:        "booking.resources",
 		Description: "List the bookable resources (rooms, desks, courts, …) with their slot length and opening hours (UTC).",
 		Kind:        sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: func(ctx context.Context, call sdk.Call, in ResourcesIn) (ResourcesOut, error) {
-			s, err := get()
-			if err != nil {
-				return ResourcesOut{}, err
-			}
-			return s.Resources(ctx, call, in)
-		},
+		Handler: sdk.Handler(svc, (*Service).Resources),
 	})
 	sdk.Add(p, sdk.Tool[AvailabilityIn, AvailabilityOut]{
 		Name: "booking.availability",
 		Description: "List the free future slots of one resource over 1 to 14 whole days (UTC), starting today or on a given date. " +
 			"Pass a slot's start to booking.create to book it.",
 		Kind: sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: func(ctx context.Context, call sdk.Call, in AvailabilityIn) (AvailabilityOut, error) {
-			s, err := get()
-			if err != nil {
-				return AvailabilityOut{}, err
-			}
-			return s.Availability(ctx, call, in)
-		},
+		Handler: sdk.Handler(svc, (*Service).Availability),
 	})
 	sdk.Add(p, sdk.Tool[ListIn, ListOut]{
 		Name:        "booking.list",
 		Description: "List your own bookings, ordered by start, optionally only active or only cancelled ones.",
 		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
-		Handler: func(ctx context.Context, call sdk.Call, in ListIn) (ListOut, error) {
-			s, err := get()
-			if err != nil {
-				return ListOut{}, err
-			}
-			return s.List(ctx, call, in)
-		},
+		Handler: sdk.Handler(svc, (*Service).List),
 	})
-	owner := func(ctx context.Context, in IDIn) (string, error) {
-		s, err := get()
-		if err != nil {
-			return "", err
-		}
-		return s.Owner(ctx, in)
-	}
+	owner := sdk.Bind(svc, (*Service).Owner)
 	sdk.Add(p, sdk.Tool[IDIn, Booking]{
 		Name:        "booking.get",
 		Description: "Show one of your bookings by id.",
 		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
-		Handler: func(ctx context.Context, call sdk.Call, in IDIn) (Booking, error) {
-			s, err := get()
-			if err != nil {
-				return Booking{}, err
-			}
-			return s.Get(ctx, call, in)
-		},
-		Owner: owner,
+		Handler: sdk.Handler(svc, (*Service).Get),
+		Owner:   owner,
 	})
 	sdk.Add(p, sdk.Tool[CreateIn, Booking]{
 		Name: "booking.create",
 		Description: "Book one slot of a resource for yourself. start must be the start of a free future slot, " +
 			"as booking.availability lists them; a slot someone else booked first is a conflict.",
 		Kind: sdk.Action, Pack: Pack, Permission: PermWrite,
-		Handler: func(ctx context.Context, call sdk.Call, in CreateIn) (Booking, error) {
-			s, err := get()
-			if err != nil {
-				return Booking{}, err
-			}
-			return s.Create(ctx, call, in)
-		},
+		Handler: sdk.Handler(svc, (*Service).Create),
 	})
 	sdk.Add(p, sdk.Tool[IDIn, CancelOut]{
 		Name: "booking.cancel",
 		Description: "Cancel one of your bookings that has not started yet; the slot becomes free for others. " +
 			"Cancelling an already cancelled booking changes nothing and says so.",
 		Kind: sdk.Action, Pack: Pack, Permission: PermWrite, Destructive: true,
-		Handler: func(ctx context.Context, call sdk.Call, in IDIn) (CancelOut, error) {
-			s, err := get()
-			if err != nil {
-				return CancelOut{}, err
-			}
-			return s.Cancel(ctx, call, in)
-		},
-		Owner: owner,
+		Handler: sdk.Handler(svc, (*Service).Cancel),
+		Owner:   owner,
 	})
 }

@@ -2,9 +2,7 @@ package subscription
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/capgate/capgate/plugins/subscription/internal/store"
@@ -68,15 +66,8 @@ func Register(p *sdk.Plugin, opts ...Option) {
 	for _, f := range opts {
 		f(&o)
 	}
-	// svc is set once by OnConfigure; the SDK serves no call before that,
-	// the atomic makes the hand-over visible to every serving goroutine.
-	var svc atomic.Pointer[Service]
-	get := func() (*Service, error) {
-		if s := svc.Load(); s != nil {
-			return s, nil
-		}
-		return nil, errors.New("subscription plugin is not configured")
-	}
+	// svc is set once by OnConfigure; the SDK serves no call before that.
+	svc := &sdk.Configured[Service]{Plugin: p.Name()}
 
 	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
 		var cfg Config
@@ -99,7 +90,7 @@ func Register(p *sdk.Plugin, opts ...Option) {
 			}
 		}
 		p.OnClose(st.Close)
-		svc.Store(s)
+		svc.Set(s)
 		return nil
 	})
 
@@ -109,103 +100,43 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		Name:        EntityPlan,
 		Description: "a subscription plan: what it includes, its price and period; subscribe with subscription.subscribe",
 		Version:     PlanDocVersion,
-		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
-			s, err := get()
-			if err != nil {
-				return nil, err
-			}
-			return s.PlanDocuments(ctx, after, limit)
-		},
-		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
-			s, err := get()
-			if err != nil {
-				return nil, err
-			}
-			return s.PlanDocumentsByID(ctx, ids)
-		},
-		Record: func(ctx context.Context, id string) (any, error) {
-			s, err := get()
-			if err != nil {
-				return nil, err
-			}
-			return s.PlanRecord(ctx, id)
-		},
+		List:        sdk.Bind2(svc, (*Service).PlanDocuments),
+		Get:         sdk.Bind(svc, (*Service).PlanDocumentsByID),
+		Record:      sdk.Bind(svc, (*Service).PlanRecord),
 	})
 
 	sdk.Add(p, sdk.Tool[PlansIn, PlansOut]{
 		Name:        "subscription.plans",
 		Description: "List the subscription plans with what they include, their price (in cents) and period (month or year).",
 		Kind:        sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: func(ctx context.Context, call sdk.Call, in PlansIn) (PlansOut, error) {
-			s, err := get()
-			if err != nil {
-				return PlansOut{}, err
-			}
-			return s.Plans(ctx, call, in)
-		},
+		Handler: sdk.Handler(svc, (*Service).Plans),
 	})
 	sdk.Add(p, sdk.Tool[ListIn, ListOut]{
 		Name:        "subscription.list",
 		Description: "List your own subscriptions, ordered by start, optionally only active or only cancelled ones.",
 		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
-		Handler: func(ctx context.Context, call sdk.Call, in ListIn) (ListOut, error) {
-			s, err := get()
-			if err != nil {
-				return ListOut{}, err
-			}
-			return s.List(ctx, call, in)
-		},
+		Handler: sdk.Handler(svc, (*Service).List),
 	})
 	sdk.Add(p, sdk.Tool[IDIn, Subscription]{
 		Name:        "subscription.get",
 		Description: "Show one of your subscriptions by id.",
 		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
-		Handler: func(ctx context.Context, call sdk.Call, in IDIn) (Subscription, error) {
-			s, err := get()
-			if err != nil {
-				return Subscription{}, err
-			}
-			return s.Get(ctx, call, in)
-		},
-		Owner: func(ctx context.Context, in IDIn) (string, error) {
-			s, err := get()
-			if err != nil {
-				return "", err
-			}
-			return s.Owner(ctx, in.ID)
-		},
+		Handler: sdk.Handler(svc, (*Service).Get),
+		Owner:   sdk.Bind(svc, func(s *Service, ctx context.Context, in IDIn) (string, error) { return s.Owner(ctx, in.ID) }),
 	})
 	sdk.Add(p, sdk.Tool[SubscribeIn, Subscription]{
 		Name: "subscription.subscribe",
 		Description: "Subscribe yourself to a plan from subscription.plans; it starts now and renews every period until cancelled. " +
 			"You can hold one active subscription per plan: a second is a conflict naming the one you have.",
 		Kind: sdk.Action, Pack: Pack, Permission: PermWrite,
-		Handler: func(ctx context.Context, call sdk.Call, in SubscribeIn) (Subscription, error) {
-			s, err := get()
-			if err != nil {
-				return Subscription{}, err
-			}
-			return s.Subscribe(ctx, call, in)
-		},
+		Handler: sdk.Handler(svc, (*Service).Subscribe),
 	})
 	sdk.Add(p, sdk.Tool[CancelIn, CancelOut]{
 		Name: "subscription.cancel",
 		Description: "Cancel one of your subscriptions. By default it stays active until the end of the paid period and then ends " +
 			"(at_period_end true); at_period_end false ends it now. Cancelling again changes nothing and says so.",
 		Kind: sdk.Action, Pack: Pack, Permission: PermWrite, Destructive: true,
-		Handler: func(ctx context.Context, call sdk.Call, in CancelIn) (CancelOut, error) {
-			s, err := get()
-			if err != nil {
-				return CancelOut{}, err
-			}
-			return s.Cancel(ctx, call, in)
-		},
-		Owner: func(ctx context.Context, in CancelIn) (string, error) {
-			s, err := get()
-			if err != nil {
-				return "", err
-			}
-			return s.Owner(ctx, in.ID)
-		},
+		Handler: sdk.Handler(svc, (*Service).Cancel),
+		Owner:   sdk.Bind(svc, func(s *Service, ctx context.Context, in CancelIn) (string, error) { return s.Owner(ctx, in.ID) }),
 	})
 }
