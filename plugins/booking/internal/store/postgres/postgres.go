@@ -286,41 +286,21 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, resources [
 	if name == "" {
 		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("seed %q: begin: %w", name, err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	// Seeds from several replicas queue here; each later one then reads
-	// what the earlier ones committed (READ COMMITTED takes a new snapshot
-	// per statement).
-	if _, err := tx.Exec(ctx, `LOCK TABLE seeds IN EXCLUSIVE MODE`); err != nil {
-		return false, fmt.Errorf("seed %q: lock: %w", name, err)
-	}
-	var seeded, anyResource bool
-	if err := tx.QueryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM seeds WHERE name = $1), EXISTS (SELECT 1 FROM resources)`, name,
-	).Scan(&seeded, &anyResource); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
-	if seeded || anyResource {
-		return false, nil
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO seeds (name, applied_at) VALUES ($1, $2)`, name, toDB(at)); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
+	return sqlstore.SeedPostgres(ctx, s.pool, sqlstore.Seed{Name: name, Table: "seeds", Guard: "resources", AppliedAt: toDB(at)},
+		func(tx pgx.Tx) error { return insertSeed(ctx, tx, resources, bookings) })
+}
+
+// insertSeed writes a seed's rows.
+func insertSeed(ctx context.Context, db execer, resources []store.Resource, bookings []store.Booking) error {
 	for _, r := range resources {
-		if err := insertResource(ctx, tx, r); err != nil {
-			return false, fmt.Errorf("seed %q: %w", name, err)
+		if err := insertResource(ctx, db, r); err != nil {
+			return err
 		}
 	}
 	for _, b := range bookings {
-		if err := insertBooking(ctx, tx, b); err != nil {
-			return false, fmt.Errorf("seed %q: %w", name, err)
+		if err := insertBooking(ctx, db, b); err != nil {
+			return err
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("seed %q: commit: %w", name, err)
-	}
-	return true, nil
+	return nil
 }

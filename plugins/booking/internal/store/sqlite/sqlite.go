@@ -315,36 +315,21 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, resources [
 	if name == "" {
 		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("seed %q: begin: %w", name, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var seeded, nres int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM seeds WHERE name = $1`, name).Scan(&seeded); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM resources`).Scan(&nres); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
-	if seeded > 0 || nres > 0 {
-		return false, nil
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO seeds (name, applied_at) VALUES ($1, $2)`, name, formatTime(at)); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
+	return sqlstore.SeedSQLite(ctx, s.db, sqlstore.Seed{Name: name, Table: "seeds", Guard: "resources", AppliedAt: formatTime(at)},
+		func(tx *sql.Tx) error { return insertSeed(ctx, tx, resources, bookings) })
+}
+
+// insertSeed writes a seed's rows.
+func insertSeed(ctx context.Context, db execer, resources []store.Resource, bookings []store.Booking) error {
 	for _, r := range resources {
-		if err := insertResource(ctx, tx, r); err != nil {
-			return false, fmt.Errorf("seed %q: %w", name, err)
+		if err := insertResource(ctx, db, r); err != nil {
+			return err
 		}
 	}
 	for _, b := range bookings {
-		if err := insertBooking(ctx, tx, b); err != nil {
-			return false, fmt.Errorf("seed %q: %w", name, err)
+		if err := insertBooking(ctx, db, b); err != nil {
+			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("seed %q: commit: %w", name, err)
-	}
-	return true, nil
+	return nil
 }

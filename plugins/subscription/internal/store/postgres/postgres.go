@@ -343,41 +343,21 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, plans []sto
 	if name == "" {
 		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("seed %q: begin: %w", name, err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	// Seeds from several replicas queue here; each later one then reads
-	// what the earlier ones committed (READ COMMITTED takes a new snapshot
-	// per statement).
-	if _, err := tx.Exec(ctx, `LOCK TABLE subscription_seeds IN EXCLUSIVE MODE`); err != nil {
-		return false, fmt.Errorf("seed %q: lock: %w", name, err)
-	}
-	var seeded, anyPlan bool
-	if err := tx.QueryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM subscription_seeds WHERE name = $1), EXISTS (SELECT 1 FROM plans)`, name,
-	).Scan(&seeded, &anyPlan); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
-	if seeded || anyPlan {
-		return false, nil
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO subscription_seeds (name, applied_at) VALUES ($1, $2)`, name, toDB(at)); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
+	return sqlstore.SeedPostgres(ctx, s.pool, sqlstore.Seed{Name: name, Table: "subscription_seeds", Guard: "plans", AppliedAt: toDB(at)},
+		func(tx pgx.Tx) error { return insertSeed(ctx, tx, plans, subs) })
+}
+
+// insertSeed writes a seed's rows.
+func insertSeed(ctx context.Context, db execer, plans []store.Plan, subs []store.Subscription) error {
 	for _, p := range plans {
-		if err := insertPlan(ctx, tx, p); err != nil {
-			return false, fmt.Errorf("seed %q: %w", name, err)
+		if err := insertPlan(ctx, db, p); err != nil {
+			return err
 		}
 	}
 	for _, sub := range subs {
-		if err := insertSubscription(ctx, tx, sub); err != nil {
-			return false, fmt.Errorf("seed %q: %w", name, err)
+		if err := insertSubscription(ctx, db, sub); err != nil {
+			return err
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("seed %q: commit: %w", name, err)
-	}
-	return true, nil
+	return nil
 }

@@ -357,36 +357,21 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, plans []sto
 	if name == "" {
 		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("seed %q: begin: %w", name, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var seeded, nplans int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM subscription_seeds WHERE name = $1`, name).Scan(&seeded); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM plans`).Scan(&nplans); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
-	if seeded > 0 || nplans > 0 {
-		return false, nil
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_seeds (name, applied_at) VALUES ($1, $2)`, name, formatTime(at)); err != nil {
-		return false, fmt.Errorf("seed %q: %w", name, err)
-	}
+	return sqlstore.SeedSQLite(ctx, s.db, sqlstore.Seed{Name: name, Table: "subscription_seeds", Guard: "plans", AppliedAt: formatTime(at)},
+		func(tx *sql.Tx) error { return insertSeed(ctx, tx, plans, subs) })
+}
+
+// insertSeed writes a seed's rows.
+func insertSeed(ctx context.Context, db execer, plans []store.Plan, subs []store.Subscription) error {
 	for _, p := range plans {
-		if err := insertPlan(ctx, tx, p); err != nil {
-			return false, fmt.Errorf("seed %q: %w", name, err)
+		if err := insertPlan(ctx, db, p); err != nil {
+			return err
 		}
 	}
 	for _, sub := range subs {
-		if err := insertSubscription(ctx, tx, sub); err != nil {
-			return false, fmt.Errorf("seed %q: %w", name, err)
+		if err := insertSubscription(ctx, db, sub); err != nil {
+			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("seed %q: commit: %w", name, err)
-	}
-	return true, nil
+	return nil
 }
