@@ -60,19 +60,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// pgError returns the SQLSTATE and constraint name of err, empty when err is
-// not a PostgreSQL error.
-func pgError(err error) (code, constraint string) {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code, pe.ConstraintName
-	}
-	return "", ""
-}
-
-// toDB is the instant stored for t: UTC, whole seconds, like SQLite's text.
-func toDB(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
-
 const resourceCols = `id, name, kind, description, location, capacity, slot_minutes, opens_minute, closes_minute`
 
 func scanResource(row pgx.Row) (store.Resource, error) {
@@ -134,7 +121,7 @@ func insertResource(ctx context.Context, db execer, r store.Resource) error {
 	if err == nil {
 		return nil
 	}
-	switch code, constraint := pgError(err); {
+	switch code, constraint := sqlstore.PGError(err); {
 	case code == codeUniqueViolation && constraint == resourcesPkey:
 		return fmt.Errorf("create resource %q: %w", r.ID, store.ErrDuplicateID)
 	case code == codeCheckViolation || code == codeNotNullViolation:
@@ -174,15 +161,15 @@ func insertBooking(ctx context.Context, db execer, b store.Booking) error {
 		return err
 	}
 	_, err := db.Exec(ctx, `INSERT INTO bookings (`+bookingCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)`,
-		b.ID, b.ResourceID, b.UserID, toDB(b.Start), toDB(b.End), string(b.Status), toDB(b.CreatedAt))
+		b.ID, b.ResourceID, b.UserID, sqlstore.PGTime(b.Start), sqlstore.PGTime(b.End), string(b.Status), sqlstore.PGTime(b.CreatedAt))
 	if err == nil {
 		return nil
 	}
-	switch code, constraint := pgError(err); {
+	switch code, constraint := sqlstore.PGError(err); {
 	case code == codeUniqueViolation && constraint == bookingsPkey:
 		return fmt.Errorf("create booking %s: %w", b.ID, store.ErrDuplicateID)
 	case code == codeUniqueViolation && constraint == oneActivePerSlot:
-		return fmt.Errorf("book %s at %s: %w", b.ResourceID, toDB(b.Start).Format(time.RFC3339), store.ErrSlotTaken)
+		return fmt.Errorf("book %s at %s: %w", b.ResourceID, sqlstore.PGTime(b.Start).Format(time.RFC3339), store.ErrSlotTaken)
 	case code == codeForeignKeyViolation && constraint == bookingsResource:
 		return fmt.Errorf("resource %q: %w", b.ResourceID, store.ErrNotFound)
 	case code == codeCheckViolation || code == codeNotNullViolation:
@@ -232,7 +219,7 @@ func (s *Store) ActiveBookings(ctx context.Context, resourceID string, from, to 
 		`SELECT `+bookingCols+` FROM bookings
 		 WHERE resource_id = $1 AND status = 'active' AND starts_at >= $2 AND starts_at < $3
 		 ORDER BY starts_at`,
-		resourceID, toDB(from), toDB(to))
+		resourceID, sqlstore.PGTime(from), sqlstore.PGTime(to))
 }
 
 func (s *Store) queryBookings(ctx context.Context, what, q string, args ...any) ([]store.Booking, error) {
@@ -265,7 +252,7 @@ func (s *Store) CancelBooking(ctx context.Context, id string, at time.Time) (sto
 	}
 	b, err := scanBooking(s.pool.QueryRow(ctx,
 		`UPDATE bookings SET status = 'cancelled', cancelled_at = $1 WHERE id = $2 AND status = 'active'
-		 RETURNING `+bookingCols, toDB(at), id))
+		 RETURNING `+bookingCols, sqlstore.PGTime(at), id))
 	if err == nil {
 		return b, true, nil
 	}
@@ -286,7 +273,7 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, resources [
 	if name == "" {
 		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
 	}
-	return sqlstore.SeedPostgres(ctx, s.pool, sqlstore.Seed{Name: name, Table: "seeds", Guard: "resources", AppliedAt: toDB(at)},
+	return sqlstore.SeedPostgres(ctx, s.pool, sqlstore.Seed{Name: name, Table: "seeds", Guard: "resources", AppliedAt: sqlstore.PGTime(at)},
 		func(tx pgx.Tx) error { return insertSeed(ctx, tx, resources, bookings) })
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/capgate/capgate/plugins/booking/internal/store"
@@ -16,9 +15,8 @@ import (
 	"github.com/capgate/capgate/sdk/sqlstore"
 )
 
-// timeLayout is fixed-width RFC 3339 UTC: stored as text it sorts in time
+// sqlstore.TimeLayout is fixed-width RFC 3339 UTC: stored as text it sorts in time
 // order, which the range queries rely on.
-const timeLayout = "2006-01-02T15:04:05Z"
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
@@ -55,24 +53,6 @@ func (s *Store) Close() error {
 		return fmt.Errorf("close booking database: %w", err)
 	}
 	return nil
-}
-
-func sqliteCode(err error) int {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code()
-	}
-	return 0
-}
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func parseTime(col, s string) (time.Time, error) {
-	t, err := time.Parse(timeLayout, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("stored %s %q is not a valid time: %w", col, s, err)
-	}
-	return t, nil
 }
 
 const resourceCols = `id, name, kind, description, location, capacity, slot_minutes, opens_minute, closes_minute`
@@ -135,7 +115,7 @@ func insertResource(ctx context.Context, db execer, r store.Resource) error {
 	}
 	_, err := db.ExecContext(ctx, `INSERT INTO resources (`+resourceCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		r.ID, r.Name, r.Kind, r.Description, r.Location, r.Capacity, r.SlotMinutes, r.OpensMinute, r.ClosesMinute)
-	switch sqliteCode(err) {
+	switch sqlstore.SQLiteCode(err) {
 	case 0:
 		if err != nil {
 			return fmt.Errorf("create resource %q: %w", r.ID, err)
@@ -163,17 +143,17 @@ func scanBooking(row scanner) (store.Booking, error) {
 	}
 	b.Status = store.Status(status)
 	var err error
-	if b.Start, err = parseTime("starts_at", start); err != nil {
+	if b.Start, err = sqlstore.ParseTime("starts_at", start); err != nil {
 		return store.Booking{}, fmt.Errorf("booking %s: %w", b.ID, err)
 	}
-	if b.End, err = parseTime("ends_at", end); err != nil {
+	if b.End, err = sqlstore.ParseTime("ends_at", end); err != nil {
 		return store.Booking{}, fmt.Errorf("booking %s: %w", b.ID, err)
 	}
-	if b.CreatedAt, err = parseTime("created_at", created); err != nil {
+	if b.CreatedAt, err = sqlstore.ParseTime("created_at", created); err != nil {
 		return store.Booking{}, fmt.Errorf("booking %s: %w", b.ID, err)
 	}
 	if cancelled.Valid {
-		if b.CancelledAt, err = parseTime("cancelled_at", cancelled.String); err != nil {
+		if b.CancelledAt, err = sqlstore.ParseTime("cancelled_at", cancelled.String); err != nil {
 			return store.Booking{}, fmt.Errorf("booking %s: %w", b.ID, err)
 		}
 	}
@@ -190,8 +170,8 @@ func insertBooking(ctx context.Context, db execer, b store.Booking) error {
 		return err
 	}
 	_, err := db.ExecContext(ctx, `INSERT INTO bookings (`+bookingCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)`,
-		b.ID, b.ResourceID, b.UserID, formatTime(b.Start), formatTime(b.End), string(b.Status), formatTime(b.CreatedAt))
-	switch sqliteCode(err) {
+		b.ID, b.ResourceID, b.UserID, sqlstore.FormatTime(b.Start), sqlstore.FormatTime(b.End), string(b.Status), sqlstore.FormatTime(b.CreatedAt))
+	switch sqlstore.SQLiteCode(err) {
 	case 0:
 		if err != nil {
 			return fmt.Errorf("create booking %s: %w", b.ID, err)
@@ -201,7 +181,7 @@ func insertBooking(ctx context.Context, db execer, b store.Booking) error {
 		return fmt.Errorf("create booking %s: %w", b.ID, store.ErrDuplicateID)
 	case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
 		// The only UNIQUE besides the key is the one-active-per-slot index.
-		return fmt.Errorf("book %s at %s: %w", b.ResourceID, formatTime(b.Start), store.ErrSlotTaken)
+		return fmt.Errorf("book %s at %s: %w", b.ResourceID, sqlstore.FormatTime(b.Start), store.ErrSlotTaken)
 	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
 		return fmt.Errorf("resource %q: %w", b.ResourceID, store.ErrNotFound)
 	case sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
@@ -255,7 +235,7 @@ func (s *Store) ActiveBookings(ctx context.Context, resourceID string, from, to 
 		`SELECT `+bookingCols+` FROM bookings
 		 WHERE resource_id = $1 AND status = 'active' AND starts_at >= $2 AND starts_at < $3
 		 ORDER BY starts_at`,
-		resourceID, formatTime(from), formatTime(to))
+		resourceID, sqlstore.FormatTime(from), sqlstore.FormatTime(to))
 }
 
 func (s *Store) queryBookings(ctx context.Context, what, q string, args ...any) ([]store.Booking, error) {
@@ -292,7 +272,7 @@ func (s *Store) CancelBooking(ctx context.Context, id string, at time.Time) (sto
 	defer func() { _ = tx.Rollback() }()
 	res, err := tx.ExecContext(ctx,
 		`UPDATE bookings SET status = 'cancelled', cancelled_at = $1 WHERE id = $2 AND status = 'active'`,
-		formatTime(at), id)
+		sqlstore.FormatTime(at), id)
 	if err != nil {
 		return store.Booking{}, false, fmt.Errorf("cancel booking %q: %w", id, err)
 	}
@@ -315,7 +295,7 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, resources [
 	if name == "" {
 		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
 	}
-	return sqlstore.SeedSQLite(ctx, s.db, sqlstore.Seed{Name: name, Table: "seeds", Guard: "resources", AppliedAt: formatTime(at)},
+	return sqlstore.SeedSQLite(ctx, s.db, sqlstore.Seed{Name: name, Table: "seeds", Guard: "resources", AppliedAt: sqlstore.FormatTime(at)},
 		func(tx *sql.Tx) error { return insertSeed(ctx, tx, resources, bookings) })
 }
 

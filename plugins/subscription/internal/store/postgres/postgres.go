@@ -60,19 +60,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// pgError returns the SQLSTATE and constraint name of err, empty when err is
-// not a PostgreSQL error.
-func pgError(err error) (code, constraint string) {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code, pe.ConstraintName
-	}
-	return "", ""
-}
-
-// toDB is the instant stored for t: UTC, whole seconds, like SQLite's text.
-func toDB(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
-
 // execer is what the pool and a transaction share, so inserts run alone or
 // inside a transaction.
 type execer interface {
@@ -138,7 +125,7 @@ func insertPlan(ctx context.Context, db execer, p store.Plan) error {
 	if err == nil {
 		return nil
 	}
-	switch code, constraint := pgError(err); {
+	switch code, constraint := sqlstore.PGError(err); {
 	case code == codeUniqueViolation && constraint == plansPkey:
 		return fmt.Errorf("create plan %q: %w", p.ID, store.ErrDuplicateID)
 	case code == codeCheckViolation || code == codeNotNullViolation:
@@ -186,7 +173,7 @@ func (s *Store) Subscribe(ctx context.Context, sub store.Subscription) error {
 	if _, err := tx.Exec(ctx,
 		`UPDATE subscriptions SET status = 'cancelled'
 		 WHERE user_id = $1 AND plan_id = $2 AND status = 'active' AND cancel_at IS NOT NULL AND cancel_at <= $3`,
-		sub.UserID, sub.PlanID, toDB(sub.StartedAt)); err != nil {
+		sub.UserID, sub.PlanID, sqlstore.PGTime(sub.StartedAt)); err != nil {
 		return fmt.Errorf("subscribe %s to %q: close a lapsed subscription: %w", sub.UserID, sub.PlanID, err)
 	}
 	if err := insertSubscription(ctx, tx, sub); err != nil {
@@ -220,11 +207,11 @@ func insertSubscription(ctx context.Context, db execer, sub store.Subscription) 
 		return err
 	}
 	_, err := db.Exec(ctx, `INSERT INTO subscriptions (`+subCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)`,
-		sub.ID, sub.PlanID, sub.UserID, string(sub.Period), string(sub.Status), toDB(sub.StartedAt), toDB(sub.CurrentPeriodEnd))
+		sub.ID, sub.PlanID, sub.UserID, string(sub.Period), string(sub.Status), sqlstore.PGTime(sub.StartedAt), sqlstore.PGTime(sub.CurrentPeriodEnd))
 	if err == nil {
 		return nil
 	}
-	switch code, constraint := pgError(err); {
+	switch code, constraint := sqlstore.PGError(err); {
 	case code == codeUniqueViolation && constraint == subscriptionsPkey:
 		return fmt.Errorf("create subscription %s: %w", sub.ID, store.ErrDuplicateID)
 	case code == codeUniqueViolation && constraint == oneActivePerPlan:
@@ -263,7 +250,7 @@ func (s *Store) ListSubscriptions(ctx context.Context, userID string, f store.Li
 		if f.Now.IsZero() {
 			return nil, fmt.Errorf("list subscriptions: %w: a status filter needs the time", store.ErrInvalid)
 		}
-		args = append(args, toDB(f.Now))
+		args = append(args, sqlstore.PGTime(f.Now))
 		if f.Status == store.StatusActive {
 			q += ` AND ` + running
 		} else {
@@ -314,13 +301,13 @@ func (s *Store) Cancel(ctx context.Context, id string, c store.Cancellation) (st
 			     current_period_end = CASE WHEN cancel_at IS NULL THEN $3::timestamptz ELSE current_period_end END
 			 WHERE id = $4 AND `+running+`
 			 RETURNING `+subCols,
-			toDB(c.Now), toDB(c.Now), toDB(c.PeriodEnd), id)
+			sqlstore.PGTime(c.Now), sqlstore.PGTime(c.Now), sqlstore.PGTime(c.PeriodEnd), id)
 	} else {
 		row = s.pool.QueryRow(ctx,
 			`UPDATE subscriptions SET cancel_at = $1, current_period_end = $1
 			 WHERE id = $2 AND status = 'active' AND cancel_at IS NULL
 			 RETURNING `+subCols,
-			toDB(c.PeriodEnd), id)
+			sqlstore.PGTime(c.PeriodEnd), id)
 	}
 	sub, err := scanSubscription(row)
 	if err == nil {
@@ -343,7 +330,7 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, plans []sto
 	if name == "" {
 		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
 	}
-	return sqlstore.SeedPostgres(ctx, s.pool, sqlstore.Seed{Name: name, Table: "subscription_seeds", Guard: "plans", AppliedAt: toDB(at)},
+	return sqlstore.SeedPostgres(ctx, s.pool, sqlstore.Seed{Name: name, Table: "subscription_seeds", Guard: "plans", AppliedAt: sqlstore.PGTime(at)},
 		func(tx pgx.Tx) error { return insertSeed(ctx, tx, plans, subs) })
 }
 

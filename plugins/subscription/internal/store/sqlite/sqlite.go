@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/capgate/capgate/plugins/subscription/internal/store"
@@ -16,9 +15,8 @@ import (
 	"github.com/capgate/capgate/sdk/sqlstore"
 )
 
-// timeLayout is fixed-width RFC 3339 UTC: stored as text it sorts in time
+// sqlstore.TimeLayout is fixed-width RFC 3339 UTC: stored as text it sorts in time
 // order, which the comparisons in SQL rely on.
-const timeLayout = "2006-01-02T15:04:05Z"
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
@@ -46,24 +44,6 @@ func (s *Store) Close() error {
 		return fmt.Errorf("close subscription database: %w", err)
 	}
 	return nil
-}
-
-func sqliteCode(err error) int {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code()
-	}
-	return 0
-}
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func parseTime(col, s string) (time.Time, error) {
-	t, err := time.Parse(timeLayout, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("stored %s %q is not a valid time: %w", col, s, err)
-	}
-	return t, nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -130,7 +110,7 @@ func insertPlan(ctx context.Context, db execer, p store.Plan) error {
 	}
 	_, err := db.ExecContext(ctx, `INSERT INTO plans (`+planCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,
 		p.ID, p.Name, p.Description, p.PriceCents, p.Currency, string(p.Period))
-	switch sqliteCode(err) {
+	switch sqlstore.SQLiteCode(err) {
 	case 0:
 		if err != nil {
 			return fmt.Errorf("create plan %q: %w", p.ID, err)
@@ -158,14 +138,14 @@ func scanSubscription(row scanner) (store.Subscription, error) {
 	}
 	sub.Period, sub.Status = store.Period(period), store.Status(status)
 	var err error
-	if sub.StartedAt, err = parseTime("started_at", started); err != nil {
+	if sub.StartedAt, err = sqlstore.ParseTime("started_at", started); err != nil {
 		return store.Subscription{}, fmt.Errorf("subscription %s: %w", sub.ID, err)
 	}
-	if sub.CurrentPeriodEnd, err = parseTime("current_period_end", pend); err != nil {
+	if sub.CurrentPeriodEnd, err = sqlstore.ParseTime("current_period_end", pend); err != nil {
 		return store.Subscription{}, fmt.Errorf("subscription %s: %w", sub.ID, err)
 	}
 	if cancelAt.Valid {
-		if sub.CancelAt, err = parseTime("cancel_at", cancelAt.String); err != nil {
+		if sub.CancelAt, err = sqlstore.ParseTime("cancel_at", cancelAt.String); err != nil {
 			return store.Subscription{}, fmt.Errorf("subscription %s: %w", sub.ID, err)
 		}
 	}
@@ -187,7 +167,7 @@ func (s *Store) Subscribe(ctx context.Context, sub store.Subscription) error {
 	if _, err := tx.ExecContext(ctx,
 		`UPDATE subscriptions SET status = 'cancelled'
 		 WHERE user_id = $1 AND plan_id = $2 AND status = 'active' AND cancel_at IS NOT NULL AND cancel_at <= $3`,
-		sub.UserID, sub.PlanID, formatTime(sub.StartedAt)); err != nil {
+		sub.UserID, sub.PlanID, sqlstore.FormatTime(sub.StartedAt)); err != nil {
 		return fmt.Errorf("subscribe %s to %q: close a lapsed subscription: %w", sub.UserID, sub.PlanID, err)
 	}
 	if err := insertSubscription(ctx, tx, sub); err != nil {
@@ -221,8 +201,8 @@ func insertSubscription(ctx context.Context, db execer, sub store.Subscription) 
 		return err
 	}
 	_, err := db.ExecContext(ctx, `INSERT INTO subscriptions (`+subCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)`,
-		sub.ID, sub.PlanID, sub.UserID, string(sub.Period), string(sub.Status), formatTime(sub.StartedAt), formatTime(sub.CurrentPeriodEnd))
-	switch sqliteCode(err) {
+		sub.ID, sub.PlanID, sub.UserID, string(sub.Period), string(sub.Status), sqlstore.FormatTime(sub.StartedAt), sqlstore.FormatTime(sub.CurrentPeriodEnd))
+	switch sqlstore.SQLiteCode(err) {
 	case 0:
 		if err != nil {
 			return fmt.Errorf("create subscription %s: %w", sub.ID, err)
@@ -275,7 +255,7 @@ func (s *Store) ListSubscriptions(ctx context.Context, userID string, f store.Li
 		if f.Now.IsZero() {
 			return nil, fmt.Errorf("list subscriptions: %w: a status filter needs the time", store.ErrInvalid)
 		}
-		args = append(args, formatTime(f.Now))
+		args = append(args, sqlstore.FormatTime(f.Now))
 		if f.Status == store.StatusActive {
 			q += ` AND ` + running
 		} else {
@@ -328,12 +308,12 @@ func (s *Store) Cancel(ctx context.Context, id string, c store.Cancellation) (st
 			`UPDATE subscriptions SET status = 'cancelled', cancel_at = $1,
 			     current_period_end = CASE WHEN cancel_at IS NULL THEN $3 ELSE current_period_end END
 			 WHERE id = $4 AND `+running,
-			formatTime(c.Now), formatTime(c.Now), formatTime(c.PeriodEnd), id)
+			sqlstore.FormatTime(c.Now), sqlstore.FormatTime(c.Now), sqlstore.FormatTime(c.PeriodEnd), id)
 	} else {
 		res, err = tx.ExecContext(ctx,
 			`UPDATE subscriptions SET cancel_at = $1, current_period_end = $1
 			 WHERE id = $2 AND status = 'active' AND cancel_at IS NULL`,
-			formatTime(c.PeriodEnd), id)
+			sqlstore.FormatTime(c.PeriodEnd), id)
 	}
 	if err != nil {
 		return store.Subscription{}, false, fmt.Errorf("cancel subscription %q: %w", id, err)
@@ -357,7 +337,7 @@ func (s *Store) Seed(ctx context.Context, name string, at time.Time, plans []sto
 	if name == "" {
 		return false, fmt.Errorf("seed: %w: empty seed name", store.ErrInvalid)
 	}
-	return sqlstore.SeedSQLite(ctx, s.db, sqlstore.Seed{Name: name, Table: "subscription_seeds", Guard: "plans", AppliedAt: formatTime(at)},
+	return sqlstore.SeedSQLite(ctx, s.db, sqlstore.Seed{Name: name, Table: "subscription_seeds", Guard: "plans", AppliedAt: sqlstore.FormatTime(at)},
 		func(tx *sql.Tx) error { return insertSeed(ctx, tx, plans, subs) })
 }
 
