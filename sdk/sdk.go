@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -52,7 +53,11 @@ type Call struct {
 // and output schemas: `json` tags name the properties, fields with omitempty
 // are optional, and a `jsonschema:"..."` tag describes a field to the agent.
 // Both must be structs (or pointers to structs): MCP tool arguments and
-// structured results are JSON objects.
+// structured results are JSON objects. Every string, array and map of In is
+// bounded: a `capgate:"maxLength=64"` tag (see BoundsTag) declares a
+// field's own bounds, and the defaults (DefaultMaxLength, ...) apply where
+// none is given. The host refuses arguments over a bound before the handler
+// runs, and agents see the bounds in the schema.
 type Tool[In, Out any] struct {
 	// Name is dotted and unique across the host, e.g. "booking.cancel".
 	Name string
@@ -181,8 +186,8 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	if t.Kind != Read && t.Kind != Action {
 		panic(fmt.Sprintf("sdk.Add %q: Kind must be sdk.Read or sdk.Action", t.Name))
 	}
-	in := mustSchema[In](t.Name, "input")
-	out := mustSchema[Out](t.Name, "output")
+	in := mustSchema[In](t.Name, "input", true)
+	out := mustSchema[Out](t.Name, "output", false)
 	kind := capgatev1.Kind_KIND_READ
 	if t.Kind == Action {
 		kind = capgatev1.Kind_KIND_ACTION
@@ -228,13 +233,20 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	p.byName[t.Name] = tl
 }
 
-func mustSchema[T any](name, which string) []byte {
+// mustSchema infers T's JSON Schema; an input schema also gets its bounds
+// (BoundsTag and the defaults).
+func mustSchema[T any](name, which string, input bool) []byte {
 	s, err := jsonschema.For[T](nil)
 	if err != nil {
 		panic(fmt.Sprintf("sdk.Add %q: %s schema: %v", name, which, err))
 	}
 	if s.Type != "object" {
 		panic(fmt.Sprintf("sdk.Add %q: %s type must be a struct (a JSON object), its schema type is %q", name, which, s.Type))
+	}
+	if input {
+		if err := boundInput(s, reflect.TypeFor[T]()); err != nil {
+			panic(fmt.Sprintf("sdk.Add %q: %v", name, err))
+		}
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
