@@ -55,14 +55,16 @@
 //     time. The caller should log such takeovers and rely on the plugin's
 //     own checks for that rare case (a second booking.create then meets a
 //     taken slot, as every retry did before idempotency keys).
-//   - Leases are not renewed. A call that outlives its lease can run
-//     alongside a takeover, and its Complete is then refused; choose a lease
-//     longer than the longest call the gate allows.
+//   - Leases are not renewed. A call that outlives its lease may still
+//     Complete as long as no other claim took over; once one has, the two
+//     attempts may run side by side and the first one's Complete is refused.
+//     Choose a lease longer than the longest call the gate allows.
 //   - Leases and expiry compare against each host's clock (kept to the
 //     second): clock skew between replicas shortens or lengthens them by
 //     the skew. Keep clocks synchronised and leases well above the skew.
 //   - A Claim that fails with an error may have claimed the key anyway; the
-//     claim is then held by nobody until its lease runs out.
+//     claim is then held by nobody, and a retry is InProgress until the
+//     lease runs out and then takes it over.
 //   - Authorisation. The store scopes keys per user id and trusts the one
 //     it is given; the gate authorises the call before it claims.
 //   - Outcomes above MaxOutcomeSize are refused by Complete, not stored; the

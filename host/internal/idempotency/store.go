@@ -214,7 +214,8 @@ RETURNING attempt`
 // from now; lease must be at least MinLease and retention at least lease.
 //
 // A Claim that returns an error may still have claimed the key; nobody
-// then holds its ticket and the key frees itself when the lease runs out.
+// then holds its ticket, and a retry of the same request takes it over
+// once the lease runs out.
 func (s *Store) Claim(ctx context.Context, r Request, lease, retention time.Duration) (ClaimResult, error) {
 	if err := r.validate(); err != nil {
 		return ClaimResult{}, fmt.Errorf("claim: %w", err)

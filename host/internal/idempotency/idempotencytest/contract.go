@@ -38,6 +38,7 @@ func RunContract(t *testing.T, where Where) {
 		{"Expiry", testExpiry},
 		{"LeaseTakeover", testLeaseTakeover},
 		{"StaleClaimOfOtherRequest", testStaleClaimOfOtherRequest},
+		{"LateCompleteWithoutTakeover", testLateComplete},
 		{"ReleaseThenClaim", testReleaseThenClaim},
 		{"TicketUsedOnce", testTicketUsedOnce},
 		{"Purge", testPurge},
@@ -342,6 +343,21 @@ func testStaleClaimOfOtherRequest(t *testing.T, e *env) {
 	}
 	wantStatus(t, s, req(t, "alice", "key-1", "booking.cancel", `{}`), idempotency.Mismatch)
 	mustClaim(t, s, r, 2)
+}
+
+func testLateComplete(t *testing.T, e *env) {
+	s := e.open()
+	done, released := create(t, "done"), create(t, "released")
+	tkDone, tkReleased := mustClaim(t, s, done, 1), mustClaim(t, s, released, 1)
+	// The calls outlived their leases, but nobody took over: their tickets
+	// still hold the claims.
+	e.clock.Advance(lease * 3)
+	mustComplete(t, s, tkDone, result(`{"late":true}`))
+	wantReplay(t, s, done, result(`{"late":true}`))
+	if err := s.Release(ctx(), tkReleased); err != nil {
+		t.Fatalf("late Release: %v", err)
+	}
+	mustClaim(t, s, released, 1)
 }
 
 func testReleaseThenClaim(t *testing.T, e *env) {
