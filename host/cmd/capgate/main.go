@@ -6,7 +6,8 @@
 //	capgate search reindex -c FILE
 //	                            rebuild the search index from the providers
 //	capgate token new           print a fresh bearer token and its token_sha256
-//	capgate health [-url URL]   probe a running host's /healthz (exit 0 on 200)
+//	capgate health [-url URL] [-c FILE]
+//	                            probe a running host's /healthz (exit 0 on 200)
 //	capgate version             print the build version
 package main
 
@@ -39,9 +40,12 @@ Usage:
                               rebuild the search index from the catalogue
                               providers (stop the server on that data_dir first)
   capgate token new           print a fresh bearer token and its token_sha256
-  capgate health [-url URL]   probe a running host's /healthz: exit 0 on 200,
-                              1 when a plugin died or nothing answers
-                              (default URL http://127.0.0.1:8080/healthz)
+  capgate health [-url URL] [-c FILE]
+                              probe a running host's /healthz: exit 0 on 200,
+                              1 when a plugin died or nothing answers; it
+                              probes -url, else CAPGATE_LISTEN, else FILE's
+                              listen, else 127.0.0.1:8080 (a wildcard host
+                              such as :8080 is probed on loopback)
   capgate version             print the build version
 `
 
