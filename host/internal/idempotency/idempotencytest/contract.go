@@ -70,9 +70,6 @@ type Clock struct {
 	now time.Time
 }
 
-// NewClock returns a clock standing at at.
-func NewClock(at time.Time) *Clock { return &Clock{now: at} }
-
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
