@@ -186,15 +186,21 @@ func records(cat *catalogue.Catalogue, plugins *pluginhost.Host) mcp.Records {
 	return r
 }
 
-// OpenBus builds the event bus cfg asks for: the in-process ring buffer when
-// events.nats_url is empty, otherwise the JetStream stream events.stream on
-// that server, either holding the last events_buffer_size events. A server
-// that cannot be reached is an error naming events.nats_url.
+// OpenBus builds the event bus cfg asks for, a JetStream stream holding the
+// last events_buffer_size events: when events.nats_url is empty, in a NATS
+// server embedded in this process with its store in <data_dir>/events
+// (which a second host on that data_dir is refused); otherwise the stream
+// events.stream on that server. Either survives restarts of the host. A
+// server that cannot be reached is an error naming events.nats_url.
 func OpenBus(ctx context.Context, cfg *config.Config, log *slog.Logger) (events.Bus, error) {
 	if cfg.Events.NATSURL == "" {
-		bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: cfg.EventsBufferSize, Logger: log})
+		bus, err := events.OpenEmbedded(ctx, events.EmbeddedConfig{
+			Dir:        cfg.DataDir + string(os.PathSeparator) + "events",
+			BufferSize: cfg.EventsBufferSize,
+			Logger:     log,
+		})
 		if err != nil {
-			return nil, fmt.Errorf("events_buffer_size: %w", err)
+			return nil, fmt.Errorf("data_dir: %w", err)
 		}
 		return bus, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,15 +20,39 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 var fastBackoff = events.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}
 
-func TestInProcessContract(t *testing.T) {
+// TestEmbeddedContract runs the contract against the host's default bus:
+// each bus a store of its own, reopened over the same directory.
+func TestEmbeddedContract(t *testing.T) {
+	type store struct {
+		dir  string
+		size int
+	}
+	var mu sync.Mutex
+	stores := map[events.Bus]store{}
+	open := func(t *testing.T, s store) events.Bus {
+		bus := eventstest.EmbeddedIn(t, s.dir, events.EmbeddedConfig{BufferSize: s.size, Backoff: fastBackoff})
+		mu.Lock()
+		stores[bus] = s
+		mu.Unlock()
+		return bus
+	}
 	eventstest.RunContract(t, eventstest.Harness{
-		New: func(t *testing.T, size int) events.Bus {
-			bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: size, Backoff: fastBackoff, Logger: quiet})
+		New: func(t *testing.T, size int) events.Bus { return open(t, store{t.TempDir(), size}) },
+		Reopen: func(t *testing.T, old events.Bus) events.Bus {
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			s := stores[old]
+			mu.Unlock()
+			return open(t, s)
+		},
+		Leftovers: func(t *testing.T, bus events.Bus) []string {
+			names, err := bus.(*events.NATS).ConsumerNames(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = bus.Close() })
-			return bus
+			return names
 		},
 	})
 }
@@ -146,9 +171,11 @@ func TestOpenNATSRejectsBadConfig(t *testing.T) {
 	}
 }
 
-func TestInProcessCloseLeavesNoGoroutines(t *testing.T) {
+// TestEmbeddedCloseLeavesNoGoroutines: Close stops the subscriptions,
+// those waiting out a backoff included, and the embedded server.
+func TestEmbeddedCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
-	bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: 10, Logger: quiet})
+	bus, err := events.OpenEmbedded(context.Background(), events.EmbeddedConfig{Dir: t.TempDir(), BufferSize: 10, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,18 +199,18 @@ func TestInProcessCloseLeavesNoGoroutines(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
-			t.Fatalf("goroutines: %d before, %d after Close", before, runtime.NumGoroutine())
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d before, %d after Close:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func TestInProcessSlowSubscriberSkipsToOldest(t *testing.T) {
-	bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: 3, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
+// TestSubscriberBehindRetentionStartsAtOldest: a subscription starting
+// after a cursor whose successors were discarded begins at the oldest
+// retained event.
+func TestSubscriberBehindRetentionStartsAtOldest(t *testing.T) {
+	bus := eventstest.Embedded(t, 3)
 	for i := range 10 {
 		if _, err := bus.Publish(context.Background(), events.Event{Type: "booking.created", Entity: "booking", ID: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)

@@ -9,18 +9,37 @@
 // returns an error gets the same event again after a backoff, and nothing
 // after it is delivered first.
 //
-// Two implementations satisfy the same contract (package eventstest runs one
-// suite against both):
+// One implementation, [NATS], serves every host: a JetStream stream whose
+// sequence is the cursor, with a durable pull consumer per subscriber name.
+// Its stream lives either
 //
-//   - [InProcess], the embedded default: a ring buffer of the last N events
-//     in memory. Nothing survives the process; a subscriber resumes from the
-//     cursor it is given.
-//   - [NATS], for scale-out: a JetStream stream whose sequence is the cursor,
-//     with a durable pull consumer per subscriber name, so a restarted host or
-//     a new replica resumes a subscription where its last acknowledgement
-//     left it.
+//   - in an embedded NATS server ([OpenEmbedded]), the default: started
+//     inside the host process with its store in <data_dir>/events,
+//     listening on no port, and locked against a second process; or
+//   - on a NATS server of the operator's ([OpenNATS]), which replicas share.
 //
-// Events outside the retained window are gone for both: a subscriber that
-// falls further behind than the window resumes at the oldest retained event
-// (and the skip is logged), and [Bus.Since] answers [ErrCursorTooOld].
+// Either way the stream, its ID and its cursors outlive the host: a cursor
+// kept before a restart (an agent's events.poll position, the search
+// index's) stays valid after it, and a subscriber resumes where its last
+// acknowledgement left it. Package eventstest runs one contract suite
+// against both.
+//
+// What an acknowledged publish guarantees on the embedded store: JetStream
+// writes a single-replica stream's message to its block file (write(2))
+// before it acknowledges it, so once Publish has returned a cursor the
+// event survives the host process dying in any way (kill -9, the OOM
+// killer, a crash): the kernel holds it. It reaches the disk at the
+// server's background fsync, every two minutes, or when the bus closes; a
+// power loss or kernel crash before then can lose the events acknowledged
+// since the last fsync, and a cursor kept beyond the stream's end then
+// points past the newest event. [EmbeddedConfig.SyncAlways] fsyncs every
+// event before acknowledging it, for that case too, at a cost per publish
+// measured by BenchmarkEmbeddedPublish; the host does not set it.
+// Subscribers' acknowledgements are written within about 100 ms, so after
+// a kill a subscriber may get its last events again: at least once, never
+// lost.
+//
+// Events outside the retained window are gone: a subscriber that falls
+// further behind than the window resumes at the oldest retained event, and
+// [Bus.Since] answers [ErrCursorTooOld].
 package events

@@ -51,11 +51,10 @@ type Bus interface {
 	Publish(ctx context.Context, ev Event) (cursor uint64, err error)
 	// Subscribe starts delivering, in order and at least once, every event
 	// after cursor after to handler, until the subscription or the bus is
-	// closed. name identifies the subscriber: on a durable bus an existing
-	// subscription of that name resumes from its last acknowledged event
-	// and after is ignored; on the in-process bus delivery always starts
-	// after after. Two live subscriptions of one name on one bus are
-	// refused. ctx bounds only the setup.
+	// closed. name identifies the subscriber: an existing subscription of
+	// that name resumes from its last acknowledged event, also after a
+	// restart, and after is ignored. Two live subscriptions of one name on
+	// one bus are refused. ctx bounds only the setup.
 	Subscribe(ctx context.Context, name string, after uint64, handler Handler) (Subscription, error)
 	// Follow is Subscribe for a subscriber that keeps its own cursor: the
 	// subscription has a fresh name, always starts after cursor after, and
@@ -76,9 +75,8 @@ type Bus interface {
 // State describes a bus at one moment.
 type State struct {
 	// ID identifies the sequence of cursors: a cursor kept under one ID
-	// means nothing under another. The in-process bus gets a new ID each
-	// time it is created; a JetStream bus keeps one for the life of its
-	// stream.
+	// means nothing under another. A bus keeps its ID for the life of its
+	// stream, across restarts of the host and of an embedded server.
 	ID string
 	// Oldest is the oldest retained cursor, 0 when nothing is retained.
 	Oldest uint64

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/capgate/capgate/host/internal/events"
 )
@@ -13,7 +14,13 @@ import (
 // durable name; events.poll reads the retained window with a cursor.
 func Example() {
 	ctx := context.Background()
-	bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: 2, Logger: quiet})
+	dir, err := os.MkdirTemp("", "capgate-events-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	// The host's default: a JetStream store of its own in <data_dir>/events.
+	bus, err := events.OpenEmbedded(ctx, events.EmbeddedConfig{Dir: dir, BufferSize: 2, Logger: quiet})
 	if err != nil {
 		panic(err)
 	}

@@ -63,6 +63,9 @@ type NATS struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	// release, when set, runs after the connection is closed: an embedded
+	// bus shuts its server down and unlocks its store there.
+	release func() error
 
 	mu     sync.Mutex
 	subs   map[string]*natsSub
@@ -80,20 +83,34 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("events: nats: URL is empty")
 	}
+	cfg, log, err := cfg.withDefaults("nats")
+	if err != nil {
+		return nil, err
+	}
+	nc, err := connect(cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("events: nats: connect %s: %w", cfg.URL, err)
+	}
+	return openStream(ctx, cfg, log, nc)
+}
+
+// withDefaults checks cfg and fills in what it leaves zero; kind names the
+// bus in its log records.
+func (cfg NATSConfig) withDefaults(kind string) (NATSConfig, *slog.Logger, error) {
 	if cfg.Stream == "" {
 		cfg.Stream = DefaultStream
 	}
 	if !streamNameRE.MatchString(cfg.Stream) {
-		return nil, fmt.Errorf("events: nats: stream name %q must be letters, digits, '-' or '_'", cfg.Stream)
+		return cfg, nil, fmt.Errorf("events: nats: stream name %q must be letters, digits, '-' or '_'", cfg.Stream)
 	}
 	if cfg.SubjectPrefix == "" {
 		cfg.SubjectPrefix = DefaultSubjectPrefix
 	}
 	if !prefixRE.MatchString(cfg.SubjectPrefix) {
-		return nil, fmt.Errorf("events: nats: subject prefix %q must be dot-separated tokens without wildcards", cfg.SubjectPrefix)
+		return cfg, nil, fmt.Errorf("events: nats: subject prefix %q must be dot-separated tokens without wildcards", cfg.SubjectPrefix)
 	}
 	if cfg.BufferSize < 0 {
-		return nil, fmt.Errorf("events: nats: buffer size must not be negative, got %d", cfg.BufferSize)
+		return cfg, nil, fmt.Errorf("events: nats: buffer size must not be negative, got %d", cfg.BufferSize)
 	}
 	if cfg.BufferSize == 0 {
 		cfg.BufferSize = DefaultBufferSize
@@ -115,9 +132,13 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("component", "events", "bus", "nats", "stream", cfg.Stream)
+	return cfg, log.With("component", "events", "bus", kind, "stream", cfg.Stream), nil
+}
 
-	nc, err := nats.Connect(cfg.URL,
+// connect dials cfg.URL, or, given extra options such as
+// nats.InProcessServer, whatever they say.
+func connect(cfg NATSConfig, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -126,10 +147,13 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("events: nats: connect %s: %w", cfg.URL, err)
-	}
+	}, extra...)
+	return nats.Connect(cfg.URL, opts...)
+}
+
+// openStream creates or updates the stream over nc and returns the bus; it
+// closes nc if it fails.
+func openStream(ctx context.Context, cfg NATSConfig, log *slog.Logger, nc *nats.Conn) (*NATS, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
@@ -355,7 +379,8 @@ func (b *NATS) isClosed() bool {
 
 // Close implements [Bus]: it stops the subscriptions, waits for their
 // handlers and closes the connection. The stream and the durable consumers
-// stay on the server.
+// stay on the server; an embedded server is then shut down, its store
+// written out.
 func (b *NATS) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -377,9 +402,12 @@ func (b *NATS) Close() error {
 	err := b.nc.FlushTimeout(5 * time.Second)
 	b.nc.Close()
 	if err != nil {
-		return fmt.Errorf("events: nats: flush before close: %w", err)
+		err = fmt.Errorf("events: nats: flush before close: %w", err)
 	}
-	return nil
+	if b.release != nil {
+		err = errors.Join(err, b.release())
+	}
+	return err
 }
 
 // ConsumerNames lists the stream's consumers, for tests and diagnostics.

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
+	"github.com/capgate/capgate/host/internal/events/eventstest"
 	"github.com/capgate/capgate/host/internal/eventspack"
 	"github.com/capgate/capgate/host/internal/registry"
 )
@@ -58,14 +57,9 @@ func TestVisible(t *testing.T) {
 	}
 }
 
-func newBus(t *testing.T, size int) *events.InProcess {
+func newBus(t *testing.T, size int) *events.NATS {
 	t.Helper()
-	bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: size, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bus.Close() })
-	return bus
+	return eventstest.Embedded(t, size)
 }
 
 func publish(t *testing.T, bus events.Bus, evs ...events.Event) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/events"
+	"github.com/capgate/capgate/host/internal/events/eventstest"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 )
 
@@ -32,12 +33,8 @@ func startWithBus(t *testing.T, bus events.Bus, spec pluginhost.Spec) error {
 }
 
 func TestPluginPublishes(t *testing.T) {
-	bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	err = startWithBus(t, bus, publisher(`[
+	bus := eventstest.Embedded(t, 10)
+	err := startWithBus(t, bus, publisher(`[
 		{"type":"booking.created","entity":"booking","id":"b1","user_id":"alice","data":{"resource_id":"r1"}},
 		{"type":"catalogue.upsert","entity":"booking.resource","id":"r1"}]`))
 	if err != nil {
@@ -56,15 +53,8 @@ func TestPluginPublishes(t *testing.T) {
 }
 
 func TestPluginPublishRefused(t *testing.T) {
-	bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bus.Close()
-	closed, err := events.NewInProcess(events.InProcessConfig{BufferSize: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bus := eventstest.Embedded(t, 10)
+	closed := eventstest.Embedded(t, 10)
 	closed.Close()
 	for _, tc := range []struct {
 		name   string

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/capgate/capgate/host/internal/events"
+	"github.com/capgate/capgate/host/internal/events/eventstest"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 )
@@ -88,18 +89,14 @@ func library(t *testing.T) *Plugin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Plugin{spec: Spec{Name: "library"}, rpc: rpc, describe: d}
+	return servedPlugin(Spec{Name: "library"}, rpc, d)
 }
 
 // servicesFixture is a host with the library plugin, and the host services
 // as a plugin named "indexer" reaches them.
 func servicesFixture(t *testing.T, bufferSize int) (*Host, events.Bus, capgatev1.HostServiceClient) {
 	t.Helper()
-	bus, err := events.NewInProcess(events.InProcessConfig{BufferSize: bufferSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bus.Close() })
+	bus := eventstest.Embedded(t, bufferSize)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := &Host{log: log, services: &services{bus: bus, log: log}, plugins: []*Plugin{library(t)}}
 	client := capgatev1.NewHostServiceClient(serve(t, func(s *grpc.Server) {

@@ -1,6 +1,7 @@
-// Package eventstest holds the contract every events.Bus implementation must
-// meet, as one test suite, and a helper that finds or starts a NATS server
-// for it.
+// Package eventstest holds the contract every events.Bus must meet, as one
+// test suite run against the embedded store and an external NATS server;
+// a helper that opens the embedded bus for a test; and one that finds or
+// starts a NATS server.
 package eventstest
 
 import (
@@ -22,8 +23,7 @@ type Harness struct {
 	// harness closes it at test cleanup if the test has not.
 	New func(t *testing.T, bufferSize int) events.Bus
 	// Reopen closes old and returns a new bus over the same storage, as a
-	// restarted host would open it. Nil for a bus without durable storage:
-	// its resume test then resumes from a given cursor.
+	// restarted host would open it. Required: every bus is durable.
 	Reopen func(t *testing.T, old events.Bus) events.Bus
 	// Leftovers lists what a bus keeps for subscribers (a JetStream
 	// stream's consumers); nil for a bus that keeps nothing.
@@ -35,6 +35,9 @@ const wait = 10 * time.Second
 // RunContract runs the contract suite against the buses h builds.
 func RunContract(t *testing.T, h Harness) {
 	t.Helper()
+	if h.New == nil || h.Reopen == nil {
+		t.Fatal("eventstest: a Harness needs New and Reopen")
+	}
 	tests := []struct {
 		name string
 		run  func(t *testing.T, h Harness)
@@ -53,6 +56,7 @@ func RunContract(t *testing.T, h Harness) {
 		{"SubscriptionCloseStopsDelivery", testSubClose},
 		{"CloseStopsDelivery", testClose},
 		{"Resume", testResume},
+		{"CursorsSurviveReopen", testCursorsSurviveReopen},
 		{"State", testState},
 		{"Follow", testFollow},
 	}
@@ -569,26 +573,53 @@ func testResume(t *testing.T, h Harness) {
 	first := newRecorder()
 	sub := subscribe(t, bus, "indexer", 0, first.handle)
 	cursors := publishN(t, bus, 0, 3)
-	got := first.waitFor(t, 3)
+	if got := first.waitFor(t, 3); !slices.Equal(cursorsOf(got), cursors) {
+		t.Fatalf("delivered %v, want %v", cursorsOf(got), cursors)
+	}
 	if err := sub.Close(); err != nil {
 		t.Fatal(err)
 	}
-	last := got[len(got)-1].Cursor
 
-	after := last // the in-process bus resumes from the cursor it is given
-	if h.Reopen != nil {
-		bus = h.Reopen(t, bus)
-		after = 0 // a durable bus must ignore it and resume from its acks
-	}
+	bus = h.Reopen(t, bus)
 	more := publishN(t, bus, 3, 2)
 	second := newRecorder()
-	subscribe(t, bus, "indexer", after, second.handle)
+	// after is ignored: the subscription resumes from its acknowledgements.
+	subscribe(t, bus, "indexer", 0, second.handle)
 	if got := second.waitFor(t, 2); !slices.Equal(cursorsOf(got), more) {
 		t.Fatalf("resumed with %v, want exactly %v (before: %v)", cursorsOf(got), more, cursors)
 	}
 	time.Sleep(200 * time.Millisecond)
 	if got := second.events(); len(got) != 2 {
 		t.Fatalf("resumed with %v, want exactly %v: duplicates", cursorsOf(got), more)
+	}
+}
+
+// testCursorsSurviveReopen is events.poll across a host restart: a cursor
+// read before it goes on to exactly the events published after it, with
+// no cursor reused.
+func testCursorsSurviveReopen(t *testing.T, h Harness) {
+	bus := h.New(t, 100)
+	before := publishN(t, bus, 0, 3)
+	kept := before[len(before)-1]
+	bus = h.Reopen(t, bus)
+	evs, _, err := bus.Since(ctx(t), kept, 100)
+	if err != nil || len(evs) != 0 {
+		t.Fatalf("Since(%d) right after the reopen = %v, %v; want nothing new", kept, cursorsOf(evs), err)
+	}
+	after := publishN(t, bus, 3, 2)
+	if after[0] <= kept {
+		t.Fatalf("cursor %d assigned after the reopen, not above %d from before it", after[0], kept)
+	}
+	evs, oldest, err := bus.Since(ctx(t), kept, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cursorsOf(evs), after) || evs[0].ID != ev(3).ID || evs[1].ID != ev(4).ID {
+		t.Fatalf("Since(%d) after the reopen = %v, want exactly the new %v", kept, cursorsOf(evs), after)
+	}
+	all, _, err := bus.Since(ctx(t), 0, 100)
+	if err != nil || oldest != before[0] || !slices.Equal(cursorsOf(all), append(before, after...)) {
+		t.Fatalf("Since(0) after the reopen = %v (oldest %d), %v; want %v then %v", cursorsOf(all), oldest, err, before, after)
 	}
 }
 
@@ -619,15 +650,13 @@ func testState(t *testing.T, h Harness) {
 			t.Errorf("two separate buses share the id %q", id)
 		}
 	}
-	if h.Reopen != nil {
-		bus = h.Reopen(t, bus)
-		st, err := bus.State(ctx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.ID != id || st.Last != cursors[4] {
-			t.Errorf("reopened state = %+v, want id %q and last %d kept", st, id, cursors[4])
-		}
+	bus = h.Reopen(t, bus)
+	st, err = bus.State(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (events.State{ID: id, Oldest: cursors[2], Last: cursors[4]}); st != want {
+		t.Errorf("reopened state = %+v, want %+v: the id and the retained window kept", st, want)
 	}
 	if err := bus.Close(); err != nil {
 		t.Fatal(err)
