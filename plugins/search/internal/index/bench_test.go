@@ -2,9 +2,11 @@ package index
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,4 +124,44 @@ func dirSize(b *testing.B, dir string) int64 {
 		b.Fatalf("size of %s: %v", dir, err)
 	}
 	return total
+}
+
+// BenchmarkBoundedQueries sets the costliest queries within the limits
+// (worstQueries) beside ordinary ones, over the fixture and 20 000
+// generated documents, and an unbounded 300 KB query, which is refused
+// before any work. Compare ns/op and B/op within one run:
+//
+//	go test -run '^$' -bench BenchmarkBoundedQueries -benchmem ./plugins/search/internal/index
+func BenchmarkBoundedQueries(b *testing.B) {
+	if testing.Short() {
+		b.Skip("building the 20 000-document index takes a while; not in -short")
+	}
+	x := openHostile(b, 20_000)
+	ctx := context.Background()
+	worst := worstQueries(b, x)
+	names := make([]string, 0, len(worst))
+	for name := range worst {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	cases := []struct{ name, text string }{
+		{"normal/one word", "whiteboard"},
+		{"normal/typo and prefix", "quiet whitebord flood"},
+		{"normal/phrase", `"natural light" room`},
+	}
+	for _, n := range names {
+		cases = append(cases, struct{ name, text string }{"worst/" + n, worst[n]})
+	}
+	cases = append(cases, struct{ name, text string }{"unbounded 300 KB, refused", strings.Repeat("whiteboard ", 300_000/11)})
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, err := x.Search(ctx, Query{Text: c.text})
+				if err != nil && !errors.Is(err, ErrQueryTooLong) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -18,9 +18,9 @@
 //   - the last word also matches as a prefix ("conf" finds "conference"), so
 //     a query typed incrementally finds something at every keystroke;
 //   - typo and prefix words are expanded against the term dictionary (at most
-//     32 terms per word and field, the most frequent kept), and the exact
-//     word is not repeated among them, so a common word's postings are read
-//     once;
+//     32 terms per word and field, the most frequent kept, fewer when many
+//     words share the query's budget), and the exact word is not repeated
+//     among them, so a common word's postings are read once;
 //   - text in double quotes is a phrase that must occur in that order;
 //   - an optional entity filter restricts hits to one entity type.
 //
@@ -35,6 +35,23 @@
 // snippet: the best highlighted fragment of the body or extra fields, or the
 // start of the body when nothing there matched. The snippet never contains
 // markup.
+//
+// # Limits
+//
+// Every word costs dictionary scans and term queries, which typo and
+// prefix matching multiply, so a query's cost is bounded before any index
+// work, whoever calls: at most [MaxQueryLen] characters and [MaxTerms]
+// terms after analysis (a [LimitError] otherwise); typo and prefix
+// expansions share one budget per query ([MaxExpandedTerms] terms found in
+// at most [MaxScannedEntries] dictionary entries), split evenly among the
+// dictionaries read, so one- to three-word queries expand as before and a
+// 32-word one no further in total; so at most [MaxTermQueries] term
+// queries run, which bleve is also told to enforce. Words longer than 32
+// characters are not matched with a typo. Search stops when its context is
+// done (the search plugin gives each search a deadline): between
+// dictionary scans, before bleve collects, every 1024 matches while it
+// does, and before highlighting. Errors quote at most the first 64
+// characters of the query.
 //
 // A [Query.Limit] of zero or less means [DefaultLimit]. The index applies no
 // upper bound of its own: capping a limit (the plugin's max_results) is the

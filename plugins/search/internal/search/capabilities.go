@@ -15,6 +15,39 @@ import (
 	"github.com/capgate/capgate/sdk"
 )
 
+// The bounds the input schemas declare (wire.go), enforced here too for
+// callers that reach the plugin without the host's validation: the plugin
+// holds on its own.
+const (
+	// maxQueryLen is the index's own bound (two long sentences fit).
+	maxQueryLen = index.MaxQueryLen
+	// maxEntityLen fits any dotted entity type name with room to spare:
+	// the longest provided today, subscription.plan, has 17 characters.
+	maxEntityLen = 128
+	// maxIDLen fits record ids of every shape seen (slugs of at most 63
+	// characters, UUIDs, composite keys) with room to spare.
+	maxIDLen = 256
+	// maxLimit is the ceiling of the host's max_results, to which a larger
+	// limit is capped anyway.
+	maxLimit = 1000
+)
+
+// maxCursorLen fits the cursor of the longest entity type and id: the
+// base64 of entity + "/" + id, an id's character taking up to 4 bytes.
+var maxCursorLen = base64.RawURLEncoding.EncodedLen(maxEntityLen + 1 + utf8.UTFMax*maxIDLen)
+
+// checkLen refuses a value over its declared bound, before it is looked at
+// further.
+func checkLen(field, v string, max int) error {
+	if len(v) <= max { // bytes ≥ characters: count only when it may matter
+		return nil
+	}
+	if n := utf8.RuneCountInString(v); n > max {
+		return sdk.InvalidInput("%s is %d characters long; at most %d are accepted", field, n, max)
+	}
+	return nil
+}
+
 // limit turns a requested limit into one between 1 and max: 0 means max,
 // more than max is capped to it, less than 0 is refused.
 func (s *service) limit(n int) (int, error) {
@@ -43,10 +76,17 @@ func checkEntity(cat *catalogue, entity string) error {
 	return sdk.InvalidInput("unknown entity type %s: %s", shortQuote(entity), known)
 }
 
+// errQueryTimeout is the cause of a search's context when query_timeout
+// ran out, told apart from the caller's own cancellation.
+var errQueryTimeout = errors.New("query_timeout exceeded")
+
 func (s *service) search(ctx context.Context, in SearchIn) (SearchOut, error) {
 	text := strings.TrimSpace(in.Query)
 	if text == "" {
 		return SearchOut{}, sdk.InvalidInput("query is empty: give the words to search for, e.g. \"meeting room\"")
+	}
+	if err := checkLen("entity", in.Entity, maxEntityLen); err != nil {
+		return SearchOut{}, err
 	}
 	limit, err := s.limit(in.Limit)
 	if err != nil {
@@ -62,12 +102,12 @@ func (s *service) search(ctx context.Context, in SearchIn) (SearchOut, error) {
 			return SearchOut{}, err
 		}
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, s.queryTimeout, errQueryTimeout)
+	defer cancel()
+	// The index refuses a query over its limits before any work.
 	hits, err := idx.Search(ctx, index.Query{Text: text, Entity: in.Entity, Limit: limit})
-	if errors.Is(err, index.ErrEmptyQuery) {
-		return SearchOut{}, sdk.InvalidInput("query %s has no words to search for: give words, or a phrase in double quotes", shortQuote(in.Query))
-	}
 	if err != nil {
-		return SearchOut{}, err
+		return SearchOut{}, s.searchError(ctx, in, err)
 	}
 	out := SearchOut{Hits: make([]Hit, 0, len(hits))}
 	for _, h := range hits {
@@ -76,7 +116,33 @@ func (s *service) search(ctx context.Context, in SearchIn) (SearchOut, error) {
 	return out, nil
 }
 
+// searchError is what the agent is told of a failed search: what to change
+// when the query was at fault, the index's error otherwise (which quotes
+// only the start of the query).
+func (s *service) searchError(ctx context.Context, in SearchIn, err error) error {
+	var le *index.LimitError
+	switch {
+	case errors.Is(err, index.ErrEmptyQuery):
+		return sdk.InvalidInput("query %s has no words to search for: give words, or a phrase in double quotes", shortQuote(in.Query))
+	case errors.As(err, &le) && errors.Is(le, index.ErrQueryTooLong):
+		return sdk.InvalidInput("query is %d characters long; at most %d are accepted: keep the words that matter", le.Got, le.Max)
+	case errors.As(err, &le):
+		return sdk.InvalidInput("query has %d search terms; at most %d are accepted (the words of quoted phrases count, "+
+			"stop words such as \"the\" and \"of\" do not): keep the words that matter", le.Got, le.Max)
+	case errors.Is(context.Cause(ctx), errQueryTimeout):
+		return sdk.InvalidInput("the search took longer than %s and was stopped: narrow the query "+
+			"(fewer words, longer words rather than a short last word, or an entity filter)", s.queryTimeout)
+	}
+	return err
+}
+
 func (s *service) get(ctx context.Context, in GetIn) (GetOut, error) {
+	if err := checkLen("entity", in.Entity, maxEntityLen); err != nil {
+		return GetOut{}, err
+	}
+	if err := checkLen("id", in.ID, maxIDLen); err != nil {
+		return GetOut{}, err
+	}
 	cat, err := s.catalogue()
 	if err != nil {
 		return GetOut{}, err
@@ -97,18 +163,24 @@ func (s *service) get(ctx context.Context, in GetIn) (GetOut, error) {
 		if sdk.IsNotFound(err) {
 			return GetOut{}, err
 		}
-		return GetOut{}, fmt.Errorf("get %s %q: %w", in.Entity, in.ID, err)
+		return GetOut{}, fmt.Errorf("get %s %s: %w", in.Entity, shortQuote(in.ID), err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber() // keep the provider's numbers exactly as written
 	var rec map[string]any
 	if err := dec.Decode(&rec); err != nil || rec == nil {
-		return GetOut{}, fmt.Errorf("get %s %q: the provider's record is not a JSON object: %v", in.Entity, in.ID, err)
+		return GetOut{}, fmt.Errorf("get %s %s: the provider's record is not a JSON object: %v", in.Entity, shortQuote(in.ID), err)
 	}
 	return GetOut{Entity: in.Entity, ID: in.ID, Record: rec}, nil
 }
 
 func (s *service) list(ctx context.Context, in ListIn) (ListOut, error) {
+	if err := checkLen("entity", in.Entity, maxEntityLen); err != nil {
+		return ListOut{}, err
+	}
+	if err := checkLen("cursor", in.Cursor, maxCursorLen); err != nil {
+		return ListOut{}, err
+	}
 	limit, err := s.limit(in.Limit)
 	if err != nil {
 		return ListOut{}, err

@@ -32,4 +32,16 @@
 //
 // Searches run concurrently with all of this: bleve serves each search
 // from a consistent snapshot.
+//
+// # Limits
+//
+// Every input is bounded in its schema (wire.go), so agents read the limits
+// in tools/list and the host refuses over-limit arguments before the
+// plugin runs; the plugin checks the same bounds itself, for a caller that
+// skipped the host. A query has at most 500 characters and 32 terms (the
+// index's limits, which also cap the work of typo and prefix matching),
+// and each search runs under the query_timeout config key (default 2s):
+// a search still running then stops, and the agent is told to narrow the
+// query. An over-limit query and a timed-out search are InvalidInput
+// results; no error quotes more than the start of a caller's input.
 package search

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -78,6 +79,9 @@ func providerPlugin(d *catalogueData, versions map[string]string) *sdk.Plugin {
 				return out, nil
 			},
 			Record: func(_ context.Context, id string) (any, error) {
+				if strings.HasPrefix(id, failID) {
+					return nil, errors.New("the provider's store is down")
+				}
 				d.mu.Lock()
 				defer d.mu.Unlock()
 				doc, ok := d.docs[name][id]
@@ -90,6 +94,10 @@ func providerPlugin(d *catalogueData, versions map[string]string) *sdk.Plugin {
 	}
 	return p
 }
+
+// failID starts the ids whose record the test provider fails to read with
+// an internal error.
+const failID = "fail-"
 
 // logBuf collects the search plugin's log as JSON lines.
 type logBuf struct {
@@ -143,6 +151,7 @@ type runOpts struct {
 	rebuild  bool
 	versions map[string]string
 	replay   []sdktest.Event // published before start, as a persistent bus still holds them
+	config   any             // the search plugin's config block; none when nil
 }
 
 // run starts a host with a provider over d and the search plugin.
@@ -165,7 +174,7 @@ func run(t *testing.T, d *catalogueData, o runOpts) *env {
 	lb := &logBuf{}
 	p := sdk.New("search", "test")
 	svc := register(p, WithLogger(slog.New(slog.NewJSONHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	c, err := h.Add(p, nil, o.dataDir)
+	c, err := h.Add(p, o.config, o.dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,9 +60,10 @@ func newCatalogue(es []sdk.EntityInfo) *catalogue {
 // service is the plugin's state: the index, the catalogue, and the
 // goroutine that keeps the index current.
 type service struct {
-	env sdk.Env
-	log *slog.Logger
-	dir string
+	env          sdk.Env
+	log          *slog.Logger
+	dir          string
+	queryTimeout time.Duration // how long one search may run
 
 	// mu guards idx: capabilities and the sync goroutine use it under the
 	// read lock; swapping it (a rebuild) and closing it take the write lock.
@@ -81,8 +82,8 @@ type service struct {
 	unsaved int // skipped events since the cursor was last persisted
 }
 
-func (s *service) configure(env sdk.Env, idx *index.Index) {
-	s.env, s.log, s.idx, s.dir = env, env.Logger, idx, idx.Dir()
+func (s *service) configure(env sdk.Env, idx *index.Index, queryTimeout time.Duration) {
+	s.env, s.log, s.idx, s.dir, s.queryTimeout = env, env.Logger, idx, idx.Dir(), queryTimeout
 }
 
 var errNotReady = errors.New("the search index is not ready: the host has not started the search plugin")

@@ -1,14 +1,19 @@
 package search
 
 // The capabilities' inputs and outputs. Their JSON Schemas, inferred by the
-// SDK, are what agents see: the jsonschema tags are written for them.
+// SDK, are what agents see: the jsonschema tags are written for them, and
+// the capgate tags bound every input (the host refuses what exceeds them
+// before the plugin runs). A tag cannot name a constant, so the bounds are
+// spelt out here and TestDeclaredBounds holds them equal to the ones the
+// plugin enforces itself (the max… constants in capabilities.go).
 
-// SearchIn is platform.search's input.
+// SearchIn is platform.search's input. The query's bound is the index's own
+// (index.MaxQueryLen): two long sentences fit.
 type SearchIn struct {
-	Query string `json:"query" jsonschema:"the words to look for, e.g. quiet room with projector; typos and a partly typed last word still match; put words in double quotes to match them as a phrase"`
+	Query string `json:"query" capgate:"maxLength=500" jsonschema:"the words to look for, e.g. quiet room with projector; typos and a partly typed last word still match; put words in double quotes to match them as a phrase. At most 500 characters and 32 words (stop words such as the, of, with not counted)"`
 	// Entity restricts the hits to one entity type.
-	Entity string `json:"entity,omitempty" jsonschema:"only hits of this catalogue entity type, e.g. booking.resource; all types when omitted"`
-	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many hits; the server's max_results when omitted, and a larger value is capped to max_results (20 unless the operator changed it)"`
+	Entity string `json:"entity,omitempty" capgate:"maxLength=128" jsonschema:"only hits of this catalogue entity type, e.g. booking.resource; all types when omitted"`
+	Limit  int    `json:"limit,omitempty" capgate:"minimum=0,maximum=1000" jsonschema:"at most this many hits; the server's max_results when omitted, and a larger value is capped to max_results (20 unless the operator changed it)"`
 }
 
 // Hit is one search result.
@@ -27,8 +32,8 @@ type SearchOut struct {
 
 // GetIn is platform.get's input.
 type GetIn struct {
-	Entity string `json:"entity" jsonschema:"the catalogue entity type, as platform.search or platform.list returned it"`
-	ID     string `json:"id" jsonschema:"the record's id, as platform.search or platform.list returned it"`
+	Entity string `json:"entity" capgate:"maxLength=128" jsonschema:"the catalogue entity type, as platform.search or platform.list returned it"`
+	ID     string `json:"id" capgate:"maxLength=256" jsonschema:"the record's id, as platform.search or platform.list returned it"`
 }
 
 // GetOut is platform.get's output.
@@ -40,9 +45,9 @@ type GetOut struct {
 
 // ListIn is platform.list's input.
 type ListIn struct {
-	Entity string `json:"entity,omitempty" jsonschema:"only records of this catalogue entity type; all types when omitted"`
-	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page, to get the next one; the first page when omitted"`
-	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many records per page; the server's max_results when omitted, and a larger value is capped to max_results (20 unless the operator changed it)"`
+	Entity string `json:"entity,omitempty" capgate:"maxLength=128" jsonschema:"only records of this catalogue entity type; all types when omitted"`
+	Cursor string `json:"cursor,omitempty" capgate:"maxLength=1538" jsonschema:"next_cursor of the previous page, unchanged, to get the next one; the first page when omitted"`
+	Limit  int    `json:"limit,omitempty" capgate:"minimum=0,maximum=1000" jsonschema:"at most this many records per page; the server's max_results when omitted, and a larger value is capped to max_results (20 unless the operator changed it)"`
 }
 
 // Item is one listed record.
