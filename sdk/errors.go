@@ -36,6 +36,12 @@ func Conflict(format string, args ...any) error {
 	return &toolError{capgatev1.ToolError_CODE_CONFLICT, fmt.Sprintf(format, args...)}
 }
 
+// Unavailable reports that the call could not run now and did nothing (a
+// service it needs is down); the agent may retry the same call later.
+func Unavailable(format string, args ...any) error {
+	return &toolError{capgatev1.ToolError_CODE_UNAVAILABLE, fmt.Sprintf(format, args...)}
+}
+
 // asToolError finds a tool error in err's chain.
 func asToolError(err error) (*capgatev1.ToolError, bool) {
 	var te *toolError

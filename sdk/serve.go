@@ -51,6 +51,11 @@ const streamWorkers = 64
 // windowSize is the fixed HTTP/2 flow-control window of the plugin link.
 const windowSize = 1 << 20
 
+// maxRecvBytes bounds one message from the host. The host's own limit on a
+// request body (at most 64 MiB) bounds a call's arguments first; gRPC's
+// default of 4 MiB would end the whole call stream on a larger one.
+const maxRecvBytes = 80 << 20
+
 // newGRPCServer is go-plugin's server with a fixed flow-control window: that
 // turns off gRPC's bandwidth estimator, which keeps pinging while calls flow
 // over a local socket with no bandwidth to discover. The host fixes its side
@@ -59,6 +64,7 @@ func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	return grpc.NewServer(append(opts,
 		grpc.InitialWindowSize(windowSize),
 		grpc.InitialConnWindowSize(windowSize),
+		grpc.MaxRecvMsgSize(maxRecvBytes),
 	)...)
 }
 
@@ -84,6 +90,7 @@ type server struct {
 	env        Env // as handed to OnConfigure, for OnStart
 	broker     *plugin.GRPCBroker
 	host       *grpc.ClientConn
+	maxResult  int // the host's max_result_bytes; 0: no limit of its own
 
 	workers workerPool // runs the calls of the Calls stream
 }
@@ -109,7 +116,9 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 	}
 	if s.broker != nil && req.HostBrokerId != 0 {
 		// Dial lazily: the host serves its services on this stream id.
-		conn, err := s.broker.Dial(req.HostBrokerId)
+		// Nested calls return results of up to the host's limit.
+		conn, err := s.broker.DialWithOptions(req.HostBrokerId,
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(max(int(req.MaxResultBytes), 4<<20)+64<<10)))
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "reach host services: %v", err)
 		}
@@ -127,6 +136,7 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 		env.host = s.host
 	}
 	s.env = env
+	s.maxResult = int(min(req.MaxResultBytes, 1<<40))
 	if s.p.configure != nil {
 		if err := s.p.configure(ctx, env); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -207,6 +217,14 @@ func (s *server) Invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp
 		}
 		return nil, s.internal(req.Capability, req.CallId, err)
 	}
+	if s.maxResult > 0 && len(out) > s.maxResult {
+		// Sent, it would end the host's call stream for every caller; the
+		// agent can ask for less.
+		s.p.logger.Warn("result over the host's limit", "capability", req.Capability, "call_id", req.CallId,
+			"bytes", len(out), "limit", s.maxResult)
+		return &capgatev1.InvokeResponse{Error: &capgatev1.ToolError{Code: capgatev1.ToolError_CODE_INVALID_INPUT,
+			Message: resultTooLarge(req.Capability, len(out), s.maxResult)}}, nil
+	}
 	return &capgatev1.InvokeResponse{Result: out}, nil
 }
 
@@ -237,6 +255,12 @@ func (s *server) internal(capability, callID string, err error) error {
 	}
 	s.p.logger.Error("capability failed", "capability", capability, "call_id", callID, "err", err)
 	return status.Errorf(codes.Internal, "%s failed: %v", capability, err)
+}
+
+// resultTooLarge is what the agent reads for a result over the host's
+// limit: what happened, and what to do about it.
+func resultTooLarge(capability string, n, limit int) string {
+	return fmt.Sprintf("the result of %s is %d bytes, more than this server's limit of %d bytes: ask for less (a smaller limit or a narrower request)", capability, n, limit)
 }
 
 // recoverInto turns a handler panic into an internal error: one bad call

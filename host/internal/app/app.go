@@ -152,13 +152,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus}, nil
 }
 
-// pluginHealth feeds GET /healthz from the plugins' exit watchers.
+// pluginHealth feeds the health routes from the plugins' supervisors.
 func pluginHealth(plugins *pluginhost.Host) server.HealthFunc {
 	return func() []server.PluginHealth {
 		hs := plugins.Health()
 		out := make([]server.PluginHealth, len(hs))
 		for i, h := range hs {
-			out[i] = server.PluginHealth{Name: h.Name, Alive: h.Alive, DiedAt: h.DiedAt}
+			out[i] = server.PluginHealth{Name: h.Name, State: string(h.State), Since: h.Since, Restarts: h.Restarts, RetryAt: h.NextAttempt}
 		}
 		return out
 	}

@@ -54,16 +54,21 @@ func (r *Refusal) Error() string {
 	return fmt.Sprintf("%s refused at %s: %s", r.Capability, r.Step, r.Reason)
 }
 
-// ToolErrorCode classifies failures the caller can act on.
+// ToolErrorCode classifies failures the caller can act on. The values are
+// stored (the outcomes idempotency keys replay), so they never change.
 type ToolErrorCode uint8
 
 const (
 	// InvalidInput: the arguments are wrong; the message says how.
-	InvalidInput ToolErrorCode = iota + 1
+	InvalidInput ToolErrorCode = 1
 	// NotFound: the target does not exist.
-	NotFound
+	NotFound ToolErrorCode = 2
 	// Conflict: the call is valid but the state forbids it (a taken slot).
-	Conflict
+	Conflict ToolErrorCode = 3
+	// Unavailable: the capability could not run now and nothing ran (its
+	// plugin is restarting, or at its limit of calls in flight); the same
+	// call may succeed later.
+	Unavailable ToolErrorCode = 4
 )
 
 // ToolError is a failure reported to the caller as a result, not as a

@@ -117,6 +117,8 @@ func wireToolError(te *dispatch.ToolError) *capgatev1.ToolError {
 		code = capgatev1.ToolError_CODE_NOT_FOUND
 	case dispatch.Conflict:
 		code = capgatev1.ToolError_CODE_CONFLICT
+	case dispatch.Unavailable:
+		code = capgatev1.ToolError_CODE_UNAVAILABLE
 	}
 	return &capgatev1.ToolError{Code: code, Message: te.Message}
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -22,6 +23,16 @@ import (
 	"github.com/capgate/capgate/host/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
+
+// DefaultMaxInFlight is a plugin's bound on calls in flight when its Spec
+// sets none: far above what a healthy plugin holds under load (a call
+// takes milliseconds), low enough that a stuck plugin cannot pile up
+// unbounded work in the host.
+const DefaultMaxInFlight = 256
+
+// DefaultMaxResultBytes is the largest result the host takes from one call
+// when Options sets none.
+const DefaultMaxResultBytes = 4 << 20
 
 // Spec says how to run one plugin.
 type Spec struct {
@@ -35,6 +46,22 @@ type Spec struct {
 	Config json.RawMessage
 	// ConfigPath names the config entry in error messages, e.g. "plugins[0]".
 	ConfigPath string
+	// Env is the plugin's whole environment, as NAME=value entries, besides
+	// the handshake variables go-plugin sets: the host's own environment
+	// (its secrets, other plugins' secrets) is never passed on.
+	Env []string
+	// MaxInFlight bounds the calls in flight to the plugin; a call beyond
+	// it fails at once as unavailable. 0 means DefaultMaxInFlight.
+	MaxInFlight int
+	// Restart is how the plugin is brought back when it dies.
+	Restart RestartPolicy
+}
+
+func (s Spec) where() string {
+	if s.ConfigPath == "" {
+		return "plugins"
+	}
+	return s.ConfigPath
 }
 
 // Options are the host-wide settings for starting plugins.
@@ -54,35 +81,47 @@ type Options struct {
 	Events events.Bus
 	// MaxResults is handed to each plugin (config max_results).
 	MaxResults int
+	// MaxResultBytes is the largest result one call may return; a larger
+	// one fails the call. 0 means DefaultMaxResultBytes.
+	MaxResultBytes int
 	// LLMConnectionSlug is handed to each plugin (config
 	// llm_connection_slug).
 	LLMConnectionSlug string
 }
 
-// Plugin is a running plugin.
+// Plugin is one configured plugin: its name and description, which stay
+// the same for the host's lifetime, and the process serving it now, which
+// the supervisor replaces when it dies.
 type Plugin struct {
 	spec     Spec
-	client   *plugin.Client
-	cmd      *exec.Cmd
-	live     *liveness
-	watching bool // the exit watcher runs
-	rpc      capgatev1.PluginServiceClient
-	describe *capgatev1.DescribeResponse
-	calls    *callStream
-	stopHost func()
-	inflight inflight // callers of the calls in progress, for nested calls
+	opts     *Options
+	svc      *services
+	log      *slog.Logger
+	describe *capgatev1.DescribeResponse // as registered: restarts must match it
+
+	cur      atomic.Pointer[instance] // the process serving calls
+	state    atomic.Pointer[Health]   // what Health reports
+	active   atomic.Int64             // calls in flight
+	inflight inflight                 // callers of the calls in progress, for nested calls
+
+	started  atomic.Bool // Host.Start has started it: a restarted process is started too
+	stopping atomic.Bool
+	stop     chan struct{} // closed when the host stops the plugin
+	stopOnce sync.Once
+	done     chan struct{} // closed when the supervisor has returned
 }
 
 // Name returns the operator's name for the plugin.
 func (p *Plugin) Name() string { return p.spec.Name }
 
-// Description returns what the plugin said about itself.
+// Description returns what the plugin said about itself when it started.
 func (p *Plugin) Description() *capgatev1.DescribeResponse { return p.describe }
 
-// PID returns the plugin's process id, or 0 when it has exited.
+// PID returns the process id of the plugin's current process, or 0 when
+// none is running.
 func (p *Plugin) PID() int {
-	if rc := p.client.ReattachConfig(); rc != nil && rc.Pid > 0 {
-		return rc.Pid
+	if inst := p.cur.Load(); inst != nil && !inst.client.Exited() {
+		return inst.pid
 	}
 	return 0
 }
@@ -105,59 +144,87 @@ func Start(ctx context.Context, specs []Spec, opts Options) (*Host, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
+	}
 	h := &Host{log: opts.Logger, services: &services{bus: opts.Events, log: opts.Logger}}
 	for _, s := range specs {
-		p, err := start(ctx, s, opts, h.services)
-		if err != nil {
-			h.Stop()
-			where := s.ConfigPath
-			if where == "" {
-				where = "plugins"
-			}
-			return nil, fmt.Errorf("%s: plugin %q: %w", where, s.Name, err)
+		s.Restart = s.Restart.orDefault()
+		if s.MaxInFlight <= 0 {
+			s.MaxInFlight = DefaultMaxInFlight
 		}
+		p := &Plugin{
+			spec: s, opts: &opts, svc: h.services, log: opts.Logger.With("plugin", s.Name),
+			stop: make(chan struct{}), done: make(chan struct{}),
+		}
+		inst, d, err := p.launch(ctx)
+		if err != nil {
+			close(p.done)
+			h.Stop()
+			return nil, fmt.Errorf("%s: plugin %q: %w", s.where(), s.Name, err)
+		}
+		p.describe = d
+		p.cur.Store(inst)
+		p.state.Store(&Health{Name: s.Name, State: StateRunning, PID: inst.pid, Since: time.Now()})
 		h.plugins = append(h.plugins, p)
-		opts.Logger.Info("plugin started", "plugin", s.Name, "version", p.describe.Version,
-			"capabilities", len(p.describe.Capabilities), "pid", p.PID())
+		go p.supervise()
+		opts.Logger.Info("plugin started", "plugin", s.Name, "version", d.Version,
+			"capabilities", len(d.Capabilities), "pid", inst.pid)
 	}
 	return h, nil
 }
 
-func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin, err error) {
+// instance is one process of a plugin, from its start to its death.
+type instance struct {
+	client   *plugin.Client
+	cmd      *exec.Cmd
+	pid      int
+	rpc      capgatev1.PluginServiceClient
+	calls    *callStream
+	stopHost func()
+}
+
+// launch starts one process of the plugin and takes it through configure
+// and describe to an open call stream.
+func (p *Plugin) launch(ctx context.Context) (_ *instance, _ *capgatev1.DescribeResponse, err error) {
+	s, opts := p.spec, p.opts
 	path, err := filepath.Abs(s.Path)
 	if err != nil {
-		return nil, fmt.Errorf("path %q: %w", s.Path, err)
+		return nil, nil, fmt.Errorf("path %q: %w", s.Path, err)
 	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("binary %s does not exist (build it with `make build`, or fix the path)", path)
+		return nil, nil, fmt.Errorf("binary %s does not exist (build it with `make build`, or fix the path)", path)
 	case err != nil:
-		return nil, fmt.Errorf("binary %s: %w", path, err)
+		return nil, nil, fmt.Errorf("binary %s: %w", path, err)
 	case fi.IsDir():
-		return nil, fmt.Errorf("binary %s is a directory", path)
+		return nil, nil, fmt.Errorf("binary %s is a directory", path)
 	case fi.Mode()&0o111 == 0:
-		return nil, fmt.Errorf("binary %s is not executable", path)
+		return nil, nil, fmt.Errorf("binary %s is not executable", path)
 	}
 	var secure *plugin.SecureConfig
 	if s.SHA256 != "" {
 		sum, err := hex.DecodeString(s.SHA256)
 		if err != nil || len(sum) != sha256.Size {
-			return nil, fmt.Errorf("sha256 %q is not a hex SHA-256 digest", s.SHA256)
+			return nil, nil, fmt.Errorf("sha256 %q is not a hex SHA-256 digest", s.SHA256)
 		}
 		secure = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
 	dataDir := filepath.Join(opts.DataDir, "plugins", s.Name)
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+		return nil, nil, fmt.Errorf("create data dir: %w", err)
 	}
 	dataDir, err = filepath.Abs(dataDir)
 	if err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+		return nil, nil, fmt.Errorf("data dir: %w", err)
 	}
 
 	cmd := exec.Command(path)
 	cmd.Dir = dataDir
+	// go-plugin appends its handshake variables; with SkipHostEnv nothing
+	// of the host's environment is added to what the operator listed.
+	cmd.Env = append([]string{}, s.Env...)
 	setParentDeathSignal(cmd)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig: plugin.HandshakeConfig{
@@ -169,45 +236,48 @@ func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin,
 			capgatev1.ProtocolVersion: {capgatev1.PluginName: &grpcPlugin{}},
 		},
 		Cmd:              cmd,
+		SkipHostEnv:      true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		SecureConfig:     secure,
 		StartTimeout:     opts.StartTimeout,
-		GRPCDialOptions:  grpcDialOptions,
-		Logger:           newHCLog(opts.Logger.With("plugin", s.Name)),
+		GRPCDialOptions:  dialOptions(opts.MaxResultBytes),
+		Logger:           newHCLog(p.log),
 	})
-	p := &Plugin{spec: s, client: client, cmd: cmd, live: newLiveness()}
+	inst := &instance{client: client, cmd: cmd}
 	defer func() {
 		if err != nil {
-			p.stop()
+			inst.kill()
 		}
 	}()
 
 	var rpcClient plugin.ClientProtocol
 	onSpawnThread(func() { rpcClient, err = client.Client() })
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", path, explainStart(err))
+		return nil, nil, fmt.Errorf("start %s: %w", path, explainStart(err))
 	}
-	p.live.pid = p.PID()
+	if rc := client.ReattachConfig(); rc != nil {
+		inst.pid = rc.Pid
+	}
 	if v := client.NegotiatedVersion(); v != capgatev1.ProtocolVersion {
-		return nil, fmt.Errorf("speaks plugin protocol %d, this host speaks %d", v, capgatev1.ProtocolVersion)
+		return nil, nil, fmt.Errorf("speaks plugin protocol %d, this host speaks %d", v, capgatev1.ProtocolVersion)
 	}
 	raw, err := rpcClient.Dispense(capgatev1.PluginName)
 	if err != nil {
-		return nil, fmt.Errorf("dispense: %w", err)
+		return nil, nil, fmt.Errorf("dispense: %w", err)
 	}
 	wc := raw.(*wireClient)
-	p.rpc = wc.rpc
+	inst.rpc = wc.rpc
 
-	// The back channel for host services, served for the plugin's lifetime.
+	// The back channel for host services, served for the process's lifetime.
 	hostID := wc.broker.NextId()
 	hostSrv := make(chan *grpc.Server, 1)
 	go wc.broker.AcceptAndServe(hostID, func(o []grpc.ServerOption) *grpc.Server {
 		srv := grpc.NewServer(o...)
-		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, self: p, svc: svc})
+		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, self: p, svc: p.svc})
 		hostSrv <- srv
 		return srv
 	})
-	p.stopHost = func() {
+	inst.stopHost = func() {
 		select {
 		case srv := <-hostSrv:
 			srv.Stop()
@@ -221,24 +291,36 @@ func start(ctx context.Context, s Spec, opts Options, svc *services) (_ *Plugin,
 	if len(cfg) == 0 {
 		cfg = json.RawMessage("{}")
 	}
-	if _, err := p.rpc.Configure(cctx, &capgatev1.ConfigureRequest{
+	if _, err := inst.rpc.Configure(cctx, &capgatev1.ConfigureRequest{
 		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: opts.HostVersion,
 		MaxResults: uint32(max(opts.MaxResults, 0)), LlmConnectionSlug: opts.LLMConnectionSlug,
+		MaxResultBytes: uint64(opts.MaxResultBytes),
 	}); err != nil {
-		return nil, fmt.Errorf("configure: %s", statusMessage(err))
+		return nil, nil, fmt.Errorf("configure: %s", statusMessage(err))
 	}
-	d, err := p.rpc.Describe(cctx, &capgatev1.DescribeRequest{})
+	d, err := inst.rpc.Describe(cctx, &capgatev1.DescribeRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("describe: %s", statusMessage(err))
+		return nil, nil, fmt.Errorf("describe: %s", statusMessage(err))
 	}
-	p.describe = d
-	// Lives until the plugin is stopped, so not bound to the start context.
-	if p.calls, err = openCalls(context.WithoutCancel(ctx), p.rpc); err != nil {
-		return nil, fmt.Errorf("open call stream: %s", statusMessage(err))
+	// Lives until the process is stopped, so not bound to the start context.
+	if inst.calls, err = openCalls(context.WithoutCancel(ctx), inst.rpc); err != nil {
+		return nil, nil, fmt.Errorf("open call stream: %s", statusMessage(err))
 	}
-	p.watching = true
-	go p.watch(opts.Logger)
-	return p, nil
+	return inst, d, nil
+}
+
+// kill ends the process: go-plugin asks it to shut down gracefully and
+// kills it after a grace period.
+func (inst *instance) kill() {
+	if inst.calls != nil {
+		inst.calls.close()
+	}
+	if inst.stopHost != nil {
+		inst.stopHost()
+	}
+	if inst.client != nil {
+		inst.client.Kill()
+	}
 }
 
 // Register adds every plugin's capabilities to reg. An invalid declaration
@@ -251,11 +333,7 @@ func (h *Host) Register(reg *registry.Registry) error {
 				err = reg.Add(rc)
 			}
 			if err != nil {
-				where := p.spec.ConfigPath
-				if where == "" {
-					where = "plugins"
-				}
-				return fmt.Errorf("%s: plugin %q declares an invalid capability: %w", where, p.spec.Name, err)
+				return fmt.Errorf("%s: plugin %q declares an invalid capability: %w", p.spec.where(), p.spec.Name, err)
 			}
 		}
 	}
@@ -269,11 +347,7 @@ func (h *Host) RegisterEntities(c *catalogue.Catalogue) error {
 	for _, p := range h.plugins {
 		for _, e := range p.describe.Entities {
 			if err := c.Add(p.spec.Name, e.Name); err != nil {
-				where := p.spec.ConfigPath
-				if where == "" {
-					where = "plugins"
-				}
-				return fmt.Errorf("%s: %w", where, err)
+				return fmt.Errorf("%s: %w", p.spec.where(), err)
 			}
 		}
 	}
@@ -304,11 +378,11 @@ func toCapability(c *capgatev1.Capability, pluginName string) (registry.Capabili
 	}, nil
 }
 
-// Plugins returns the running plugins in start order.
+// Plugins returns the plugins in start order.
 func (h *Host) Plugins() []*Plugin { return h.plugins }
 
-// Stop stops every plugin: go-plugin asks each to shut down gracefully and
-// kills it after a grace period. It is safe to call more than once.
+// Stop stops every plugin and its supervisor. It is safe to call more than
+// once.
 func (h *Host) Stop() {
 	h.once.Do(func() {
 		var wg sync.WaitGroup
@@ -316,7 +390,7 @@ func (h *Host) Stop() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p.stop()
+				p.halt()
 				h.log.Info("plugin stopped", "plugin", p.spec.Name)
 			}()
 		}
@@ -324,17 +398,14 @@ func (h *Host) Stop() {
 	})
 }
 
-func (p *Plugin) stop() {
-	// First, so the watcher does not take the exit that follows for a death.
-	p.live.halt()
-	if p.calls != nil {
-		p.calls.close()
+// halt stops the supervisor, then the current process. The exit that
+// follows is no death: stopping is set first.
+func (p *Plugin) halt() {
+	p.stopping.Store(true)
+	p.stopOnce.Do(func() { close(p.stop) })
+	<-p.done
+	if inst := p.cur.Load(); inst != nil {
+		inst.kill()
 	}
-	if p.stopHost != nil {
-		p.stopHost()
-	}
-	p.client.Kill()
-	if p.watching {
-		<-p.live.done
-	}
+	p.setState(func(h *Health) { h.State, h.Since = StateStopped, time.Now() })
 }

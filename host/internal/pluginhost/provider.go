@@ -29,33 +29,51 @@ func (h *Host) Providers() map[string]dispatch.Provider {
 // Invoke runs a capability in the plugin. The gate has already admitted the
 // principal and validated args.
 func (p *Plugin) Invoke(ctx context.Context, pr dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
+	inst, err := p.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer p.active.Add(-1)
 	id := strconv.FormatUint(callSeq.Add(1), 36)
 	// While the call runs, the plugin may call back through the gate as pr.
 	p.inflight.add(id, inflightCall{principal: pr, depth: nestedDepth(ctx)})
 	defer p.inflight.remove(id)
-	r, err := p.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: &capgatev1.InvokeRequest{
+	r, err := inst.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: &capgatev1.InvokeRequest{
 		Capability: capability,
 		Arguments:  args,
 		Principal:  &capgatev1.Principal{Role: pr.Role, Scope: string(pr.Scope), UserId: pr.UserID},
 		CallId:     id,
 	}}})
 	if err != nil {
-		return nil, p.rpcError(ctx, "invoke", capability, err)
+		return nil, p.rpcError(ctx, inst, "invoke", capability, err)
 	}
 	resp := r.GetInvoke()
 	if e := resp.GetError(); e != nil {
 		return nil, toolError(e)
+	}
+	if n := len(resp.Result); n > p.opts.MaxResultBytes {
+		// The SDK refuses to send such a result; a plugin written without
+		// it may not, and the agent must not receive it either way.
+		p.log.Warn("result over max_result_bytes refused", "capability", capability, "bytes", n, "limit", p.opts.MaxResultBytes)
+		return nil, &dispatch.ToolError{Code: dispatch.InvalidInput, Message: fmt.Sprintf(
+			"the result of %s is %d bytes, more than this server's limit of %d bytes: ask for less (a smaller limit or a narrower request)",
+			capability, n, p.opts.MaxResultBytes)}
 	}
 	return resp.Result, nil
 }
 
 // ResolveOwner asks the plugin who owns the target of the call.
 func (p *Plugin) ResolveOwner(ctx context.Context, capability string, args json.RawMessage) (string, error) {
-	r, err := p.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_ResolveOwner{
+	inst, err := p.acquire()
+	if err != nil {
+		return "", err
+	}
+	defer p.active.Add(-1)
+	r, err := inst.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_ResolveOwner{
 		ResolveOwner: &capgatev1.ResolveOwnerRequest{Capability: capability, Arguments: args},
 	}})
 	if err != nil {
-		return "", p.rpcError(ctx, "resolve owner of", capability, err)
+		return "", p.rpcError(ctx, inst, "resolve owner of", capability, err)
 	}
 	resp := r.GetResolveOwner()
 	if e := resp.GetError(); e != nil {
@@ -64,7 +82,30 @@ func (p *Plugin) ResolveOwner(ctx context.Context, capability string, args json.
 	return resp.OwnerUserId, nil
 }
 
-func (p *Plugin) rpcError(ctx context.Context, what, capability string, err error) error {
+// acquire takes one of the plugin's in-flight slots for a call and returns
+// the process to send it to; the caller gives the slot back with
+// p.active.Add(-1). A plugin no process serves, or one at its bound, fails
+// the call at once: waiting would only queue work without bound behind a
+// plugin that cannot take it.
+func (p *Plugin) acquire() (*instance, error) {
+	if err := p.unavailable(); err != nil {
+		return nil, err
+	}
+	if n := p.active.Add(1); n > int64(p.spec.MaxInFlight) {
+		p.active.Add(-1)
+		return nil, unavailableError(fmt.Sprintf("plugin %q is at its limit of %d calls in flight (max_in_flight); nothing ran: retry shortly", p.spec.Name, p.spec.MaxInFlight))
+	}
+	return p.cur.Load(), nil
+}
+
+// InFlight is how many calls the plugin is serving now.
+func (p *Plugin) InFlight() int { return int(p.active.Load()) }
+
+func unavailableError(msg string) *dispatch.ToolError {
+	return &dispatch.ToolError{Code: dispatch.Unavailable, Message: msg}
+}
+
+func (p *Plugin) rpcError(ctx context.Context, inst *instance, what, capability string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, ctx.Err())
 	}
@@ -77,12 +118,10 @@ func (p *Plugin) rpcError(ctx context.Context, what, capability string, err erro
 		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, context.Canceled)
 	}
 	msg := statusMessage(err)
-	// A dead plugin fails every call at once; say so rather than how the
-	// stream broke, so the log names the plugin that died.
-	if dead := p.deadError(); dead != "" {
-		msg = dead
-	} else if p.client.Exited() {
-		msg = "the plugin process has exited"
+	// A call the process's death cut short: say so, not how the stream
+	// broke, so the log names the plugin that died.
+	if inst.client.Exited() {
+		msg = "the plugin process exited while serving the call"
 	}
 	return fmt.Errorf("plugin %q: %s %s: %s", p.spec.Name, what, capability, msg)
 }
@@ -94,6 +133,8 @@ func toolError(e *capgatev1.ToolError) *dispatch.ToolError {
 		code = dispatch.NotFound
 	case capgatev1.ToolError_CODE_CONFLICT:
 		code = dispatch.Conflict
+	case capgatev1.ToolError_CODE_UNAVAILABLE:
+		code = dispatch.Unavailable
 	}
 	return &dispatch.ToolError{Code: code, Message: e.Message}
 }

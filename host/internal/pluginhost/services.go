@@ -105,7 +105,11 @@ func (h hostService) Documents(ctx context.Context, req *capgatev1.DocumentsRequ
 	if err != nil {
 		return nil, err
 	}
-	resp, err := p.rpc.Documents(ctx, req)
+	inst, err := p.serving()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := inst.rpc.Documents(ctx, req)
 	if err != nil {
 		return nil, providerError(p, "documents of "+req.Entity, err)
 	}
@@ -118,11 +122,24 @@ func (h hostService) Record(ctx context.Context, req *capgatev1.RecordRequest) (
 	if err != nil {
 		return nil, err
 	}
-	resp, err := p.rpc.Record(ctx, req)
+	inst, err := p.serving()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := inst.rpc.Record(ctx, req)
 	if err != nil {
 		return nil, providerError(p, "record of "+req.Entity, err)
 	}
 	return resp, nil
+}
+
+// serving is the provider's process for a forwarded call, or Unavailable
+// while none serves: the calling plugin retries later.
+func (p *Plugin) serving() (*instance, error) {
+	if err := p.unavailable(); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return p.cur.Load(), nil
 }
 
 // providerError keeps the provider's status code, so a caller tells a
@@ -232,13 +249,15 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 	sort.Slice(state.entities, func(i, j int) bool { return state.entities[i].Name < state.entities[j].Name })
 	h.services.cat.Store(state)
 	for _, p := range h.plugins {
-		if _, err := p.rpc.Start(ctx, &capgatev1.StartRequest{Rebuild: rebuild}); err != nil {
-			where := p.spec.ConfigPath
-			if where == "" {
-				where = "plugins"
-			}
-			return fmt.Errorf("%s: plugin %q: start: %s", where, p.spec.Name, statusMessage(err))
+		inst, err := p.serving()
+		if err == nil {
+			_, err = inst.rpc.Start(ctx, &capgatev1.StartRequest{Rebuild: rebuild})
 		}
+		if err != nil {
+			return fmt.Errorf("%s: plugin %q: start: %s", p.spec.where(), p.spec.Name, statusMessage(err))
+		}
+		// A process restarted from here on is started as it comes up.
+		p.started.Store(true)
 	}
 	return nil
 }

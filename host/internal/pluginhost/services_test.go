@@ -89,7 +89,7 @@ func library(t *testing.T) *Plugin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Plugin{spec: Spec{Name: "library"}, rpc: rpc, describe: d}
+	return servedPlugin(Spec{Name: "library"}, rpc, d)
 }
 
 // servicesFixture is a host with the library plugin, and the host services

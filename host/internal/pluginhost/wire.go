@@ -18,10 +18,20 @@ import (
 // socket has no bandwidth to discover.
 const windowSize = 1 << 20
 
-var grpcDialOptions = []grpc.DialOption{
-	grpc.WithInitialWindowSize(windowSize),
-	grpc.WithInitialConnWindowSize(windowSize),
+// dialOptions are the plugin link's client options. A message the plugin
+// sends may carry a result of up to maxResult bytes plus its framing; a
+// larger one ends the call stream (gRPC refuses it), and the supervisor
+// restarts the plugin that sent it.
+func dialOptions(maxResult int) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(windowSize),
+		grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResult + messageOverhead)),
+	}
 }
+
+// messageOverhead is room for what a response carries besides its result.
+const messageOverhead = 64 << 10
 
 // grpcPlugin is the host side of the go-plugin binding.
 type grpcPlugin struct {

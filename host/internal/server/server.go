@@ -20,6 +20,7 @@ import (
 const (
 	MCPPath    = "/api/v1/mcp"
 	HealthPath = "/healthz"
+	LivePath   = "/livez"
 )
 
 // Defaults for zero Options fields.
@@ -71,8 +72,9 @@ type Options struct {
 	// Records makes the platform's catalogue records MCP resources (see
 	// mcp.Records); the zero value serves none.
 	Records mcp.Records
-	// Health reports the plugins' liveness for GET /healthz, which answers
-	// 503 while any plugin is dead; nil reports none (always 200).
+	// Health reports the plugins' states for GET /healthz (503 while any
+	// plugin does not run) and GET /livez (503 once any failed for good);
+	// nil reports none (always 200).
 	Health HealthFunc
 	// Logger receives request logs (debug) and failures; nil means
 	// slog.Default().
@@ -129,6 +131,8 @@ func New(opts Options) *Server {
 	e.RouteNotFound(MCPPath, endpoint, timeout)
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
+	e.GET(LivePath, s.live)
+	e.HEAD(LivePath, s.live)
 	s.echo = e
 
 	s.http = &http.Server{

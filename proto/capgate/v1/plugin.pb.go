@@ -88,6 +88,10 @@ const (
 	ToolError_CODE_NOT_FOUND     ToolError_Code = 1
 	ToolError_CODE_INVALID_INPUT ToolError_Code = 2
 	ToolError_CODE_CONFLICT      ToolError_Code = 3
+	// CODE_UNAVAILABLE: the capability could not run now and nothing ran
+	// (its plugin is restarting or at its limit of calls in flight); the
+	// caller may retry later.
+	ToolError_CODE_UNAVAILABLE ToolError_Code = 4
 )
 
 // Enum value maps for ToolError_Code.
@@ -97,12 +101,14 @@ var (
 		1: "CODE_NOT_FOUND",
 		2: "CODE_INVALID_INPUT",
 		3: "CODE_CONFLICT",
+		4: "CODE_UNAVAILABLE",
 	}
 	ToolError_Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":   0,
 		"CODE_NOT_FOUND":     1,
 		"CODE_INVALID_INPUT": 2,
 		"CODE_CONFLICT":      3,
+		"CODE_UNAVAILABLE":   4,
 	}
 )
 
@@ -151,8 +157,12 @@ type ConfigureRequest struct {
 	// llm_connection_slug is the host's llm_connection_slug: the LLM
 	// connection the llm pack answers with. Empty when none is configured.
 	LlmConnectionSlug string `protobuf:"bytes,6,opt,name=llm_connection_slug,json=llmConnectionSlug,proto3" json:"llm_connection_slug,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// max_result_bytes is the largest result the host accepts from one call:
+	// a plugin answers a larger one with a failure instead of sending it. 0
+	// means the host sets no limit of its own (gRPC's message limit remains).
+	MaxResultBytes uint64 `protobuf:"varint,7,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
@@ -225,6 +235,13 @@ func (x *ConfigureRequest) GetLlmConnectionSlug() string {
 		return x.LlmConnectionSlug
 	}
 	return ""
+}
+
+func (x *ConfigureRequest) GetMaxResultBytes() uint64 {
+	if x != nil {
+		return x.MaxResultBytes
+	}
+	return 0
 }
 
 type ConfigureResponse struct {
@@ -2325,7 +2342,7 @@ var File_capgate_v1_plugin_proto protoreflect.FileDescriptor
 const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x17capgate/v1/plugin.proto\x12\n" +
-	"capgate.v1\"\xe8\x01\n" +
+	"capgate.v1\"\x92\x02\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x19\n" +
@@ -2334,7 +2351,8 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\fhost_version\x18\x04 \x01(\tR\vhostVersion\x12\x1f\n" +
 	"\vmax_results\x18\x05 \x01(\rR\n" +
 	"maxResults\x12.\n" +
-	"\x13llm_connection_slug\x18\x06 \x01(\tR\x11llmConnectionSlug\"\x13\n" +
+	"\x13llm_connection_slug\x18\x06 \x01(\tR\x11llmConnectionSlug\x12(\n" +
+	"\x10max_result_bytes\x18\a \x01(\x04R\x0emaxResultBytes\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fDescribeRequest\"\xb0\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
@@ -2374,15 +2392,16 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\"U\n" +
 	"\x0eInvokeResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12+\n" +
-	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"\xb2\x01\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"\xc8\x01\n" +
 	"\tToolError\x12.\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1a.capgate.v1.ToolError.CodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"[\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"q\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x16\n" +
 	"\x12CODE_INVALID_INPUT\x10\x02\x12\x11\n" +
-	"\rCODE_CONFLICT\x10\x03\"S\n" +
+	"\rCODE_CONFLICT\x10\x03\x12\x14\n" +
+	"\x10CODE_UNAVAILABLE\x10\x04\"S\n" +
 	"\x13ResolveOwnerRequest\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x01 \x01(\tR\n" +

@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 
 	"github.com/capgate/capgate/sdk"
 )
@@ -15,11 +17,23 @@ type config struct {
 	Pack          string `json:"pack"`
 	FailConfigure string `json:"fail_configure"`
 	Hello         string `json:"hello"`
+	// ChangeOnRestart makes every process after the first declare one
+	// more capability, as a binary replaced by another would.
+	ChangeOnRestart bool `json:"change_on_restart"`
 }
 
 type in struct {
-	ID string `json:"id"`
+	ID   string `json:"id"`
+	Size int    `json:"size,omitempty"`
 }
+
+type envOut struct {
+	Env []string `json:"env"`
+}
+
+// changedMark, in the plugin's data directory (its working directory),
+// says an earlier process ran with change_on_restart.
+const changedMark = "changed"
 
 type out struct {
 	ID   string `json:"id"`
@@ -42,7 +56,36 @@ func main() {
 		if c.Hello != "" {
 			env.Logger.Info("hello from plugin", "greeting", c.Hello)
 		}
+		if c.ChangeOnRestart {
+			if err := os.WriteFile(changedMark, nil, 0o600); err != nil {
+				return err
+			}
+		}
 		return nil
+	})
+	p.OnStart(func(ctx context.Context, env sdk.Env, _ sdk.Start) error {
+		env.Logger.Info("notes started", "pid", os.Getpid())
+		return nil
+	})
+	if _, err := os.Stat(changedMark); err == nil {
+		sdk.Add(p, sdk.Tool[in, out]{
+			Name: "notes.extra", Description: "Only in a changed binary.", Kind: sdk.Read, Pack: "notes",
+			Handler: func(ctx context.Context, call sdk.Call, in in) (out, error) { return out{}, nil },
+		})
+	}
+	// notes.env shows the plugin's environment.
+	sdk.Add(p, sdk.Tool[in, envOut]{
+		Name: "notes.env", Description: "The plugin's environment.", Kind: sdk.Read, Pack: "notes",
+		Handler: func(ctx context.Context, call sdk.Call, in in) (envOut, error) {
+			return envOut{Env: os.Environ()}, nil
+		},
+	})
+	// notes.big returns a text of the size asked for.
+	sdk.Add(p, sdk.Tool[in, out]{
+		Name: "notes.big", Description: "A result of a given size.", Kind: sdk.Read, Pack: "notes",
+		Handler: func(ctx context.Context, call sdk.Call, in in) (out, error) {
+			return out{ID: in.ID, Text: strings.Repeat("x", in.Size)}, nil
+		},
 	})
 	sdk.Add(p, sdk.Tool[in, out]{
 		Name: "notes.get", Description: "Read a note.", Kind: sdk.Read, Pack: "notes", Permission: "notes.read",
