@@ -97,9 +97,15 @@ func (f *fakeLLM) last(t *testing.T) seen {
 }
 
 func writeCompletion(w http.ResponseWriter, answer string) {
+	writeCompletionFrom(w, "served-model-2024", answer)
+}
+
+// writeCompletionFrom answers a completion naming model as the one that
+// answered.
+func writeCompletionFrom(w http.ResponseWriter, model, answer string) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "chatcmpl-test", "object": "chat.completion", "created": 1700000000, "model": "served-model-2024",
+		"id": "chatcmpl-test", "object": "chat.completion", "created": 1700000000, "model": model,
 		"choices": []any{map[string]any{
 			"index": 0, "finish_reason": "stop",
 			"message": map[string]any{"role": "assistant", "content": answer},

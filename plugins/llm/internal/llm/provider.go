@@ -127,8 +127,14 @@ func (p *provider) decode(resp *openai.ChatCompletion, attempts int) (completion
 			"try again later or ask the operator to check the model server", p.conn.Slug)
 	}
 	ch := resp.Choices[0]
+	// Everything the provider wrote is masked here, where it enters: a
+	// provider or proxy echoing the request's Authorization header into the
+	// completion or the model name must not hand the key to the agent. The
+	// answer keeps its line breaks and length (mask, not clean); the model
+	// name is a short label and gets clean's bounds too. Errors below quote
+	// the model, so they are safe as well.
 	c := completion{
-		Answer: ch.Message.Content, FinishReason: ch.FinishReason, Model: resp.Model,
+		Answer: p.mask(ch.Message.Content), FinishReason: p.clean(ch.FinishReason), Model: p.clean(resp.Model),
 		Usage: Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
 	}
 	if c.Model == "" {
@@ -295,13 +301,24 @@ func contextOverflow(ae *openai.Error) bool {
 	return false
 }
 
-// clean makes provider text safe to log or show: the key is masked wherever
-// it appears (some providers echo a wrong key back), control characters
-// go, and the length is bounded.
-func (p *provider) clean(s string) string {
-	if p.conn.APIKey != "" {
-		s = strings.ReplaceAll(s, p.conn.APIKey, "[redacted]")
+// redacted replaces the key wherever mask finds it.
+const redacted = "[redacted]"
+
+// mask replaces the connection's key wherever it appears in provider text
+// (some providers echo a wrong key back, a proxy may echo the Authorization
+// header). It changes nothing else, so an answer keeps its formatting.
+func (p *provider) mask(s string) string {
+	if p.conn.APIKey == "" {
+		return s
 	}
+	return strings.ReplaceAll(s, p.conn.APIKey, redacted)
+}
+
+// clean makes provider text safe to log or show in a message: the key is
+// masked (before anything else, so no cut can leave part of it), control
+// characters go, and the length is bounded.
+func (p *provider) clean(s string) string {
+	s = p.mask(s)
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
