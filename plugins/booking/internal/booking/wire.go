@@ -1,7 +1,19 @@
 package booking
 
 // The capabilities' inputs and outputs. Their JSON Schemas, inferred by the
-// SDK, are what agents see: the jsonschema tags are written for them.
+// SDK, are what agents see: the jsonschema tags are written for them. The
+// capgate tags bound every input to what its real values can be, so the
+// host refuses anything longer before the plugin runs:
+//
+//   - a resource id has at most 63 characters (store.Resource.Validate);
+//   - a booking id has 15 ("bk_" and 12, newBookingID): 32 leaves near
+//     misses to the plugin's own message, which says what ids look like;
+//   - a date is YYYY-MM-DD, 10;
+//   - an RFC 3339 time has 20 (35 with nanoseconds and an offset): 40;
+//   - a status is active or cancelled: 16 leaves misspellings to the
+//     plugin's message, which names both;
+//   - days and limit have the ranges the plugin accepts, 0 meaning the
+//     default.
 
 // ResourcesIn is booking.resources' input: it takes no arguments.
 type ResourcesIn struct{}
@@ -26,9 +38,9 @@ type ResourcesOut struct {
 
 // AvailabilityIn is booking.availability's input.
 type AvailabilityIn struct {
-	ResourceID string `json:"resource_id" jsonschema:"resource id from booking.resources"`
-	Date       string `json:"date,omitempty" jsonschema:"first day to look at, YYYY-MM-DD (UTC); today when omitted"`
-	Days       int    `json:"days,omitempty" jsonschema:"number of days to look at, 1 to 14; 1 when omitted"`
+	ResourceID string `json:"resource_id" capgate:"maxLength=63" jsonschema:"resource id from booking.resources"`
+	Date       string `json:"date,omitempty" capgate:"maxLength=10" jsonschema:"first day to look at, YYYY-MM-DD (UTC); today when omitted"`
+	Days       int    `json:"days,omitempty" capgate:"minimum=0,maximum=14" jsonschema:"number of days to look at, 1 to 14; 1 when omitted"`
 }
 
 // Slot is one bookable time span.
@@ -48,8 +60,8 @@ type AvailabilityOut struct {
 
 // ListIn is booking.list's input.
 type ListIn struct {
-	Status string `json:"status,omitempty" jsonschema:"active or cancelled; both when omitted"`
-	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many bookings, 1 to 200; 50 when omitted"`
+	Status string `json:"status,omitempty" capgate:"maxLength=16" jsonschema:"active or cancelled; both when omitted"`
+	Limit  int    `json:"limit,omitempty" capgate:"minimum=0,maximum=200" jsonschema:"at most this many bookings, 1 to 200; 50 when omitted"`
 }
 
 // Booking is a booking as agents see it.
@@ -70,13 +82,13 @@ type ListOut struct {
 
 // IDIn names one booking: the input of booking.get and booking.cancel.
 type IDIn struct {
-	ID string `json:"id" jsonschema:"booking id, as booking.create or booking.list returned it"`
+	ID string `json:"id" capgate:"maxLength=32" jsonschema:"booking id, as booking.create or booking.list returned it"`
 }
 
 // CreateIn is booking.create's input.
 type CreateIn struct {
-	ResourceID string `json:"resource_id" jsonschema:"resource id from booking.resources"`
-	Start      string `json:"start" jsonschema:"slot start, RFC 3339, e.g. 2030-01-07T10:00:00Z; booking.availability lists free slots"`
+	ResourceID string `json:"resource_id" capgate:"maxLength=63" jsonschema:"resource id from booking.resources"`
+	Start      string `json:"start" capgate:"maxLength=40" jsonschema:"slot start, RFC 3339, e.g. 2030-01-07T10:00:00Z; booking.availability lists free slots"`
 }
 
 // CancelOut is booking.cancel's output: the booking, now cancelled.

@@ -1,7 +1,16 @@
 package subscription
 
 // The capabilities' inputs and outputs. Their JSON Schemas, inferred by the
-// SDK, are what agents see: the jsonschema tags are written for them.
+// SDK, are what agents see: the jsonschema tags are written for them. The
+// capgate tags bound every input to what its real values can be, so the
+// host refuses anything longer before the plugin runs:
+//
+//   - a plan id has at most 63 characters (store.Plan.Validate);
+//   - a subscription id has 16 ("sub_" and 12, newSubscriptionID): 32
+//     leaves near misses to the plugin's own message, which says what ids
+//     look like;
+//   - a status is active or cancelled: 16 leaves misspellings to the
+//     plugin's message, which names both.
 
 // PlansIn is subscription.plans' input: it takes no arguments.
 type PlansIn struct{}
@@ -23,7 +32,7 @@ type PlansOut struct {
 
 // ListIn is subscription.list's input.
 type ListIn struct {
-	Status string `json:"status,omitempty" jsonschema:"active or cancelled; both when omitted"`
+	Status string `json:"status,omitempty" capgate:"maxLength=16" jsonschema:"active or cancelled; both when omitted"`
 }
 
 // Subscription is a subscription as agents see it.
@@ -43,17 +52,17 @@ type ListOut struct {
 
 // IDIn names one subscription: subscription.get's input.
 type IDIn struct {
-	ID string `json:"id" jsonschema:"subscription id, as subscription.subscribe or subscription.list returned it"`
+	ID string `json:"id" capgate:"maxLength=32" jsonschema:"subscription id, as subscription.subscribe or subscription.list returned it"`
 }
 
 // SubscribeIn is subscription.subscribe's input.
 type SubscribeIn struct {
-	PlanID string `json:"plan_id" jsonschema:"plan id from subscription.plans"`
+	PlanID string `json:"plan_id" capgate:"maxLength=63" jsonschema:"plan id from subscription.plans"`
 }
 
 // CancelIn is subscription.cancel's input.
 type CancelIn struct {
-	ID string `json:"id" jsonschema:"subscription id, as subscription.subscribe or subscription.list returned it"`
+	ID string `json:"id" capgate:"maxLength=32" jsonschema:"subscription id, as subscription.subscribe or subscription.list returned it"`
 	// A pointer, so that an omitted field is told apart from false.
 	AtPeriodEnd *bool `json:"at_period_end,omitempty" jsonschema:"true (the default): it stays active until the end of the paid period, then ends; false: it ends now"`
 }
