@@ -168,6 +168,10 @@ func openStream(ctx context.Context, cfg NATSConfig, log *slog.Logger, nc *nats.
 		MaxMsgs:     int64(cfg.BufferSize),
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
+		// Not AsyncPersistMode: the server acknowledges a publish only
+		// after writing it to the store, so an acknowledged event survives
+		// the server's process being killed (see the package doc).
+		PersistMode: jetstream.DefaultPersistMode,
 	})
 	if err != nil {
 		nc.Close()
