@@ -53,7 +53,8 @@ type Spec struct {
 	// MaxInFlight bounds the calls in flight to the plugin; a call beyond
 	// it fails at once as unavailable. 0 means DefaultMaxInFlight.
 	MaxInFlight int
-	// Restart is how the plugin is brought back when it dies.
+	// Restart is how the plugin is brought back when it dies; the zero
+	// value is DefaultRestartPolicy.
 	Restart RestartPolicy
 }
 
@@ -149,6 +150,10 @@ func Start(ctx context.Context, specs []Spec, opts Options) (*Host, error) {
 	}
 	h := &Host{log: opts.Logger, services: &services{bus: opts.Events, log: opts.Logger}}
 	for _, s := range specs {
+		if err := s.Restart.Check(); err != nil {
+			h.Stop()
+			return nil, fmt.Errorf("%s.restart: %w", s.where(), err)
+		}
 		s.Restart = s.Restart.orDefault()
 		if s.MaxInFlight <= 0 {
 			s.MaxInFlight = DefaultMaxInFlight

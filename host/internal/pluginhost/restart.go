@@ -12,26 +12,24 @@ import (
 // not after MaxRestarts restarts within Window, when the plugin keeps dying
 // and another restart would only hide that.
 type RestartPolicy struct {
-	// InitialBackoff is the wait before the first restart; 0 means
-	// DefaultRestartPolicy's.
+	// InitialBackoff is the wait before the first restart.
 	InitialBackoff time.Duration
-	// MaxBackoff caps the wait; 0 means DefaultRestartPolicy's.
+	// MaxBackoff caps the wait.
 	MaxBackoff time.Duration
-	// Jitter spreads each wait by up to this fraction either way, 0 to 1;
-	// 0 means DefaultRestartPolicy's, negative means none.
+	// Jitter spreads each wait by up to this fraction either way, 0 to 1.
 	Jitter float64
-	// MaxRestarts is how many restarts Window may hold; 0 means
-	// DefaultRestartPolicy's, negative means the plugin is never restarted.
+	// MaxRestarts is how many restarts Window may hold; 0 means the
+	// plugin is never restarted.
 	MaxRestarts int
-	// Window is the span MaxRestarts counts over; 0 means
-	// DefaultRestartPolicy's.
+	// Window is the span MaxRestarts counts over.
 	Window time.Duration
 }
 
 // DefaultRestartPolicy is what an operator would pick without thinking
 // about it: back within a quarter second after a one-off crash, and a
 // crash loop (5 restarts in 5 minutes) is reported as such within about
-// eight seconds instead of being retried forever.
+// eight seconds instead of being retried forever. The zero RestartPolicy
+// stands for it.
 var DefaultRestartPolicy = RestartPolicy{
 	InitialBackoff: 250 * time.Millisecond,
 	MaxBackoff:     30 * time.Second,
@@ -40,34 +38,39 @@ var DefaultRestartPolicy = RestartPolicy{
 	Window:         5 * time.Minute,
 }
 
-// orDefault fills the zero fields from DefaultRestartPolicy.
-func (r RestartPolicy) orDefault() RestartPolicy {
-	d := DefaultRestartPolicy
-	if r.InitialBackoff > 0 {
-		d.InitialBackoff = r.InitialBackoff
-	}
-	if r.MaxBackoff > 0 {
-		d.MaxBackoff = r.MaxBackoff
-	}
+// Check reports what makes r unusable, naming the field as the config
+// does; nil for the zero policy (the default) and every usable one.
+func (r RestartPolicy) Check() error {
 	switch {
-	case r.Jitter < 0:
-		d.Jitter = 0
-	case r.Jitter > 0:
-		d.Jitter = min(r.Jitter, 1)
+	case r == RestartPolicy{}:
+		return nil
+	case r.MaxRestarts < 0:
+		return fmt.Errorf("max_restarts must be 0 (never restart) or more, got %d", r.MaxRestarts)
+	case r.MaxRestarts == 0:
+		return nil // never restarted: the rest does not matter
+	case r.InitialBackoff <= 0:
+		return fmt.Errorf("initial_backoff must be more than 0, got %s", r.InitialBackoff)
+	case r.MaxBackoff < r.InitialBackoff:
+		return fmt.Errorf("max_backoff (%s) must be at least initial_backoff (%s)", r.MaxBackoff, r.InitialBackoff)
+	case r.Jitter < 0 || r.Jitter > 1:
+		return fmt.Errorf("jitter must be between 0 and 1, got %g", r.Jitter)
+	case r.Window <= 0:
+		return fmt.Errorf("window must be more than 0, got %s", r.Window)
 	}
-	if r.MaxRestarts != 0 {
-		d.MaxRestarts = r.MaxRestarts
+	return nil
+}
+
+// orDefault is r, or DefaultRestartPolicy for the zero policy.
+func (r RestartPolicy) orDefault() RestartPolicy {
+	if r == (RestartPolicy{}) {
+		return DefaultRestartPolicy
 	}
-	if r.Window > 0 {
-		d.Window = r.Window
-	}
-	d.MaxBackoff = max(d.MaxBackoff, d.InitialBackoff)
-	return d
+	return r
 }
 
 // String describes the policy for logs.
 func (r RestartPolicy) String() string {
-	if r.MaxRestarts < 0 {
+	if r.MaxRestarts <= 0 {
 		return "never restarted"
 	}
 	return fmt.Sprintf("at most %d restarts in %s, backoff %s to %s", r.MaxRestarts, r.Window, r.InitialBackoff, r.MaxBackoff)
@@ -87,7 +90,7 @@ func newRestarts(p RestartPolicy) *restarts {
 // next records one more restart at now and returns how long to wait before
 // it, or false when the policy allows no more.
 func (r *restarts) next(now time.Time) (time.Duration, bool) {
-	if r.policy.MaxRestarts < 0 {
+	if r.policy.MaxRestarts <= 0 {
 		return 0, false
 	}
 	cut := now.Add(-r.policy.Window)

@@ -98,7 +98,7 @@ func (p *Plugin) supervise() {
 		attrs := []any{"pid", inst.pid, "reason", reason}
 		if !ok {
 			detail := fmt.Sprintf("it died %d times within %s; %s", budget.inWindow()+1, p.spec.Restart.Window, p.spec.Restart)
-			if p.spec.Restart.MaxRestarts < 0 {
+			if p.spec.Restart.MaxRestarts <= 0 {
 				detail = "its restart policy is never to restart it"
 			}
 			p.setState(func(s *Health) {

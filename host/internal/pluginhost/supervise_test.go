@@ -18,7 +18,7 @@ import (
 
 // quickRestart restarts within a few tens of milliseconds, so tests see
 // every state without waiting for the default backoff.
-var quickRestart = pluginhost.RestartPolicy{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Jitter: -1}
+var quickRestart = pluginhost.RestartPolicy{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxRestarts: 5, Window: time.Minute}
 
 // waitState polls h.Health until plugin name is in state want.
 func waitState(t *testing.T, h *pluginhost.Host, name string, want pluginhost.State) pluginhost.Health {
@@ -73,7 +73,7 @@ func getNote(h *pluginhost.Host, name string) error {
 // once as info.
 func TestKilledPluginIsRestarted(t *testing.T) {
 	b := notes("b", "")
-	b.Restart = pluginhost.RestartPolicy{InitialBackoff: 700 * time.Millisecond, MaxBackoff: time.Second, Jitter: -1}
+	b.Restart = pluginhost.RestartPolicy{InitialBackoff: 700 * time.Millisecond, MaxBackoff: time.Second, MaxRestarts: 5, Window: time.Minute}
 	h, logs, err := startHost(t, notes("a", ""), b)
 	if err != nil {
 		t.Fatal(err)
@@ -204,10 +204,10 @@ func TestCrashLoopStaysDown(t *testing.T) {
 	}
 }
 
-// MaxRestarts < 0: the first death is final.
+// MaxRestarts 0: the first death is final.
 func TestNeverRestart(t *testing.T) {
 	n := notes("notes", "")
-	n.Restart = pluginhost.RestartPolicy{MaxRestarts: -1}
+	n.Restart = pluginhost.RestartPolicy{InitialBackoff: time.Second}
 	h, _, err := startHost(t, n)
 	if err != nil {
 		t.Fatal(err)
@@ -374,5 +374,15 @@ func TestResultOverLimit(t *testing.T) {
 	}
 	if ph := h.Health()[0]; ph.State != pluginhost.StateRunning || ph.Restarts != 0 {
 		t.Errorf("the plugin did not keep serving: %+v", ph)
+	}
+}
+
+// A restart policy the host cannot follow stops start-up naming the field.
+func TestBadRestartPolicy(t *testing.T) {
+	n := notes("notes", "")
+	n.Restart = pluginhost.RestartPolicy{InitialBackoff: time.Second, MaxBackoff: time.Millisecond, MaxRestarts: 3, Window: time.Minute}
+	_, _, err := startHost(t, n)
+	if err == nil || !strings.Contains(err.Error(), "plugins[0].restart: max_backoff (1ms) must be at least initial_backoff (1s)") {
+		t.Errorf("start = %v", err)
 	}
 }
