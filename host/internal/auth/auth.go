@@ -3,7 +3,6 @@ package auth
 import (
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -25,48 +24,48 @@ var random io.Reader = rand.Reader
 // Store authenticates bearer tokens. It is read-only after New and safe for
 // concurrent use. The zero Store accepts nothing.
 type Store struct {
-	hashes     [][sha256.Size]byte
-	principals []dispatch.Principal
+	// byHash maps a token's SHA-256 to its principal: one lookup per
+	// request, whatever the number of tokens. Only hashes are kept.
+	//
+	// The lookup is not constant-time, and need not be: its timing can tell
+	// at most something about the hash of the token presented (which bucket
+	// it lands in, how many leading bytes match a stored hash), and the
+	// presenter already knows that hash. Learning stored hash bytes this way
+	// needs candidates whose SHA-256 matches them, 256^k hashes for k bytes,
+	// and even the whole hash yields no token: SHA-256 has no feasible
+	// preimage for a token with the entropy NewToken gives.
+	byHash map[[sha256.Size]byte]dispatch.Principal
 }
 
 // New builds a store from configured tokens. Should two tokens share a hash
 // (config.Load refuses that), the later one wins.
 func New(tokens []config.Token) *Store {
-	s := &Store{
-		hashes:     make([][sha256.Size]byte, len(tokens)),
-		principals: make([]dispatch.Principal, len(tokens)),
-	}
-	for i, t := range tokens {
-		s.hashes[i] = t.SHA256
-		s.principals[i] = dispatch.Principal{Role: t.Role, Scope: t.Scope, UserID: t.UserID}
+	s := &Store{byHash: make(map[[sha256.Size]byte]dispatch.Principal, len(tokens))}
+	for _, t := range tokens {
+		s.byHash[t.SHA256] = dispatch.Principal{Role: t.Role, Scope: t.Scope, UserID: t.UserID}
 	}
 	return s
 }
 
-// Len returns how many tokens the store accepts.
-func (s *Store) Len() int { return len(s.hashes) }
+// Len returns how many tokens the store accepts (tokens sharing a hash
+// count once).
+func (s *Store) Len() int { return len(s.byHash) }
 
 // Authenticate checks an Authorization header value of the form
 // "Bearer <token>" and returns the token's principal.
 func (s *Store) Authenticate(authorization string) (dispatch.Principal, bool) {
+	// bearer runs config.CheckToken first: a malformed or oversized token
+	// is refused before any hashing.
 	tok, ok := bearer(authorization)
-	if !ok || len(s.hashes) == 0 {
+	if !ok || len(s.byHash) == 0 {
 		return dispatch.Principal{}, false
 	}
 	// Copying into a fixed array keeps the hash input on the stack: the
 	// []byte(tok) conversion would allocate on every request.
 	var buf [config.MaxTokenLength]byte
 	n := copy(buf[:], tok)
-	sum := sha256.Sum256(buf[:n])
-	match := -1
-	for i := range s.hashes {
-		eq := subtle.ConstantTimeCompare(sum[:], s.hashes[i][:])
-		match = subtle.ConstantTimeSelect(eq, i, match)
-	}
-	if match < 0 {
-		return dispatch.Principal{}, false
-	}
-	return s.principals[match], true
+	p, ok := s.byHash[sha256.Sum256(buf[:n])]
+	return p, ok
 }
 
 // bearer extracts the token from "Bearer <token>": the scheme in any case,

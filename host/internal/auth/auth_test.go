@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"regexp"
@@ -115,6 +116,70 @@ func TestAuthenticateDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// A token config.CheckToken refuses is refused even when its hash is in
+// the store: the check comes before the lookup, so a malformed header never
+// reaches it. (config.Load could not produce such entries; New can.)
+func TestAuthenticateChecksTheTokenBeforeTheLookup(t *testing.T) {
+	bad := []string{"short", "has:colon-in-it", strings.Repeat("L", config.MaxTokenLength+1), `"quoted-token"`}
+	tokens := make([]config.Token, len(bad))
+	for i, tok := range bad {
+		if config.CheckToken(tok) == nil {
+			t.Fatalf("config accepts %q; the test needs a refused token", tok)
+		}
+		tokens[i] = config.Token{SHA256: sha256.Sum256([]byte(tok)), Scope: dispatch.ScopeAdmin}
+	}
+	s := New(tokens)
+	for _, tok := range bad {
+		if p, ok := s.Authenticate("Bearer " + tok); ok {
+			t.Errorf("Authenticate(%.20q...) = %+v; a token config refuses must not authenticate", tok, p)
+		}
+	}
+}
+
+// Two entries sharing a hash: the later one wins, as documented on New.
+func TestAuthenticateDuplicateHashLaterWins(t *testing.T) {
+	sum := sha256.Sum256([]byte(adminTok))
+	s := New([]config.Token{
+		{SHA256: sum, Role: "first", Scope: dispatch.ScopeRead},
+		{SHA256: sha256.Sum256([]byte(viewerTok)), Role: "other", Scope: dispatch.ScopeRead},
+		{SHA256: sum, Role: "second", Scope: dispatch.ScopeAction, UserID: "u-2"},
+	})
+	got, ok := s.Authenticate("Bearer " + adminTok)
+	if want := (dispatch.Principal{Role: "second", Scope: dispatch.ScopeAction, UserID: "u-2"}); !ok || got != want {
+		t.Fatalf("got %+v, %v; want the later entry %+v", got, ok, want)
+	}
+	if s.Len() != 2 {
+		t.Errorf("Len = %d, want 2 distinct tokens", s.Len())
+	}
+}
+
+// Many tokens: every one is found, none is confused with another, and a
+// lookup still allocates nothing.
+func TestAuthenticateManyTokens(t *testing.T) {
+	const n = 10000
+	tokens := make([]config.Token, n)
+	headers := make([]string, n)
+	for i := range tokens {
+		tok := fmt.Sprintf("cg_many-%06d", i)
+		tokens[i] = config.Token{SHA256: sha256.Sum256([]byte(tok)), Role: fmt.Sprintf("r%d", i), Scope: dispatch.ScopeRead}
+		headers[i] = "Bearer " + tok
+	}
+	s := New(tokens)
+	if s.Len() != n {
+		t.Fatalf("Len = %d, want %d", s.Len(), n)
+	}
+	for i, h := range headers {
+		if p, ok := s.Authenticate(h); !ok || p.Role != fmt.Sprintf("r%d", i) {
+			t.Fatalf("Authenticate(%q) = %+v, %v; want role r%d", h, p, ok, i)
+		}
+	}
+	for _, h := range []string{headers[0], headers[n-1], "Bearer cg_many-unknown"} {
+		if a := testing.AllocsPerRun(100, func() { s.Authenticate(h) }); a != 0 {
+			t.Errorf("Authenticate(%q) with %d tokens allocates %v times per call", h, n, a)
+		}
+	}
+}
+
 var tokenShape = regexp.MustCompile(`^cg_[A-Za-z0-9_-]{43}$`)
 
 func TestNewToken(t *testing.T) {
@@ -180,8 +245,10 @@ func TestHashToken(t *testing.T) {
 	}
 }
 
+// BenchmarkAuthenticate measures a hit and a miss at 1, 256 and 10 000
+// tokens: the cost must not grow with the number of configured tokens.
 func BenchmarkAuthenticate(b *testing.B) {
-	for _, n := range []int{1, 16, 256} {
+	for _, n := range []int{1, 256, 10000} {
 		tokens := make([]config.Token, n)
 		for i := range tokens {
 			tokens[i].SHA256 = [32]byte{byte(i), byte(i >> 8), 1}
