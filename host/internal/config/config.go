@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/pluginhost"
 )
 
 // BuiltinPacks are the packs the bundled plugins provide. Config.Packs
@@ -83,11 +84,15 @@ type Config struct {
 	LLMConnectionSlug string
 	// EventsBufferSize is how many events are kept for subscribers.
 	EventsBufferSize int
-	HTTP             HTTP
-	Log              Log
-	Search           Search
-	Events           Events
-	Plugins          []Plugin
+	// MaxResultBytes is the largest result one call may return.
+	MaxResultBytes int
+	HTTP           HTTP
+	Log            Log
+	Search         Search
+	Events         Events
+	Database       Database
+	Idempotency    Idempotency
+	Plugins        []Plugin
 	// File is the absolute path of the file loaded; empty after Parse.
 	File string
 }
@@ -109,6 +114,9 @@ type HTTP struct {
 	MaxBodyBytes    int64
 	RequestTimeout  time.Duration
 	ShutdownTimeout time.Duration
+	// MaxInFlight bounds the requests served at once; more are refused
+	// with 503 at once.
+	MaxInFlight int
 	// AllowedOrigins are normalized origins (lower-case scheme and host, no
 	// default port, no trailing slash) that browsers may call from, besides
 	// same-host and localhost ones.
@@ -133,6 +141,19 @@ type Events struct {
 	Stream string
 }
 
+// Database is where the host keeps its own records (idempotency keys).
+type Database struct {
+	// DSN is empty for SQLite files in data_dir, or a PostgreSQL URL that
+	// replicas share.
+	DSN string
+}
+
+// Idempotency configures idempotency keys on actions.
+type Idempotency struct {
+	// Retention is how long an outcome is replayed for a repeated key.
+	Retention time.Duration
+}
+
 // Log configures the host's slog handler.
 type Log struct {
 	Level slog.Level
@@ -148,6 +169,16 @@ type Plugin struct {
 	Path string
 	// SHA256 is the expected lower-case hex digest of the binary, or empty.
 	SHA256 string
+	// Env is the plugin's environment as NAME=value entries: nothing of
+	// capgate's own environment reaches a plugin unless listed.
+	Env []string
+	// EnvMissing are names env passes through from capgate's environment
+	// that are not set there, so the plugin goes without them.
+	EnvMissing []string
+	// MaxInFlight bounds the plugin's calls in flight.
+	MaxInFlight int
+	// Restart is how the host restarts the plugin when it dies.
+	Restart pluginhost.RestartPolicy
 	// Config is the plugin's free-form block with its keys as written.
 	Config map[string]any
 }

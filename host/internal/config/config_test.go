@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/pluginhost"
 )
 
 func defaults() *Config {
@@ -25,10 +26,19 @@ func defaults() *Config {
 		DefaultScope:     dispatch.ScopeRead,
 		MaxResults:       20,
 		EventsBufferSize: 1000,
-		HTTP:             HTTP{MaxBodyBytes: 1 << 20, RequestTimeout: 30 * time.Second, ShutdownTimeout: 15 * time.Second},
+		MaxResultBytes:   4 << 20,
+		HTTP:             HTTP{MaxBodyBytes: 1 << 20, RequestTimeout: 30 * time.Second, ShutdownTimeout: 15 * time.Second, MaxInFlight: 1024},
 		Log:              Log{Level: slog.LevelInfo, Format: "text"},
 		Events:           Events{Stream: "CAPGATE_EVENTS"},
+		Idempotency:      Idempotency{Retention: 24 * time.Hour},
 	}
+}
+
+// restartWith is the default restart policy changed by f.
+func restartWith(f func(*pluginhost.RestartPolicy)) pluginhost.RestartPolicy {
+	r := pluginhost.DefaultRestartPolicy
+	f(&r)
+	return r
 }
 
 func mustParse(t *testing.T, yaml string, env map[string]string) *Config {
@@ -71,6 +81,11 @@ default_role: viewer
 max_results: 50
 llm_connection_slug: openai-main
 events_buffer_size: 5000
+max_result_bytes: 65536
+database:
+  dsn: postgres://capgate@db.example:5432/capgate
+idempotency:
+  retention: 2h
 roles:
   admin: ["*"]
   viewer: [booking.read, search.*]
@@ -90,6 +105,7 @@ http:
   max_body_bytes: 2048
   request_timeout: 1m30s
   shutdown_timeout: 5s
+  max_in_flight: 64
   allowed_origins: ["HTTPS://App.Example.com:443", "http://localhost:3000/", "http://[::1]:80", "https://app.example.com"]
 log:
   level: DEBUG
@@ -103,11 +119,18 @@ plugins:
   - name: booking
     path: plugins/booking
     sha256: `+strings.Repeat("Cd", 32)+`
+    env: [TZ=Europe/Paris, CAPGATE_TEST_PASSED, CAPGATE_TEST_UNSET]
+    max_in_flight: 32
+    restart: {initial_backoff: 1s, max_restarts: 0}
     config:
       timezone: Europe/Paris
   - name: search
     path: /opt/capgate/search
-`, nil)
+    restart:
+      max_backoff: 1m
+      jitter: 0
+      window: 1h
+`, map[string]string{"CAPGATE_TEST_PASSED": "from-host"})
 	var hashedSum [32]byte
 	if _, err := hex.Decode(hashedSum[:], []byte(strings.ToLower(hashed))); err != nil {
 		t.Fatal(err)
@@ -128,16 +151,27 @@ plugins:
 		MaxResults:        50,
 		LLMConnectionSlug: "openai-main",
 		EventsBufferSize:  5000,
+		MaxResultBytes:    65536,
+		Database:          Database{DSN: "postgres://capgate@db.example:5432/capgate"},
+		Idempotency:       Idempotency{Retention: 2 * time.Hour},
 		HTTP: HTTP{
-			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second,
+			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second, MaxInFlight: 64,
 			AllowedOrigins: []string{"https://app.example.com", "http://localhost:3000", "http://[::1]"},
 		},
 		Log:    Log{Level: slog.LevelDebug, Format: "json"},
 		Search: Search{BlockedEntities: []string{"customer", "crm.contact"}},
 		Events: Events{NATSURL: "nats://a.example:4222,tls://b.example:4222", Stream: "CAPGATE_EVENTS_EU"},
 		Plugins: []Plugin{
-			{Name: "booking", Path: "/etc/capgate/plugins/booking", SHA256: strings.Repeat("cd", 32), Config: map[string]any{"timezone": "Europe/Paris"}},
-			{Name: "search", Path: "/opt/capgate/search"},
+			{
+				Name: "booking", Path: "/etc/capgate/plugins/booking", SHA256: strings.Repeat("cd", 32),
+				Env: []string{"TZ=Europe/Paris", "CAPGATE_TEST_PASSED=from-host"}, EnvMissing: []string{"CAPGATE_TEST_UNSET"},
+				MaxInFlight: 32, Restart: restartWith(func(r *pluginhost.RestartPolicy) { r.InitialBackoff, r.MaxRestarts = time.Second, 0 }),
+				Config: map[string]any{"timezone": "Europe/Paris"},
+			},
+			{
+				Name: "search", Path: "/opt/capgate/search", MaxInFlight: pluginhost.DefaultMaxInFlight,
+				Restart: restartWith(func(r *pluginhost.RestartPolicy) { r.MaxBackoff, r.Jitter, r.Window = time.Minute, 0, time.Hour }),
+			},
 		},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -182,6 +216,10 @@ log: {level: error, format: text}
 		{"CAPGATE_LOG_FORMAT", "JSON", func(c *Config) bool { return c.Log.Format == "json" }},
 		{"CAPGATE_EVENTS_NATS_URL", "nats://10.0.0.1:4222", func(c *Config) bool { return c.Events.NATSURL == "nats://10.0.0.1:4222" }},
 		{"CAPGATE_EVENTS_STREAM", "OTHER_EVENTS", func(c *Config) bool { return c.Events.Stream == "OTHER_EVENTS" }},
+		{"CAPGATE_MAX_RESULT_BYTES", "2048", func(c *Config) bool { return c.MaxResultBytes == 2048 }},
+		{"CAPGATE_HTTP_MAX_IN_FLIGHT", "7", func(c *Config) bool { return c.HTTP.MaxInFlight == 7 }},
+		{"CAPGATE_DATABASE_DSN", "postgresql://u:p@h/db", func(c *Config) bool { return c.Database.DSN == "postgresql://u:p@h/db" }},
+		{"CAPGATE_IDEMPOTENCY_RETENTION", "90m", func(c *Config) bool { return c.Idempotency.Retention == 90*time.Minute }},
 		{"CAPGATE_PACKS_BOOKING", "true", func(c *Config) bool { return c.Packs["booking"] }},
 		{"CAPGATE_PACKS_SEARCH", "false", func(c *Config) bool { return !c.Packs["search"] }},
 		{"CAPGATE_PACKS_CRM_SYNC", "1", func(c *Config) bool { return c.Packs["crm_sync"] }},

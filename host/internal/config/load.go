@@ -24,6 +24,9 @@ import (
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
+	"github.com/capgate/capgate/host/internal/pluginhost"
+	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/sdk/sqlstore"
 )
 
 // EnvPrefix starts every environment variable the configuration reads.
@@ -42,6 +45,7 @@ const (
 	kindBool
 	kindInt
 	kindDuration
+	kindFloat
 )
 
 func (k kind) want() string {
@@ -52,6 +56,8 @@ func (k kind) want() string {
 		return "an integer"
 	case kindDuration:
 		return `a duration such as "30s" or "1m30s"`
+	case kindFloat:
+		return "a number"
 	}
 	return "a string"
 }
@@ -87,6 +93,18 @@ func (k kind) convert(v any) (any, bool) {
 			d, err := time.ParseDuration(s)
 			return d, err == nil
 		}
+	case kindFloat:
+		switch v := v.(type) {
+		case float64:
+			return v, true
+		case int:
+			return float64(v), true
+		case int64:
+			return float64(v), true
+		case string:
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
+		}
 	}
 	return nil, false
 }
@@ -116,14 +134,23 @@ var Settings = []Setting{
 	{Key: "max_results", Default: "20", kind: kindInt, def: 20},
 	{Key: "llm_connection_slug", Default: "", kind: kindString, def: ""},
 	{Key: "events_buffer_size", Default: "1000", kind: kindInt, def: 1000},
+	{Key: "max_result_bytes", Default: strconv.Itoa(pluginhost.DefaultMaxResultBytes), kind: kindInt, def: pluginhost.DefaultMaxResultBytes},
 	{Key: "http.max_body_bytes", Default: "1048576", kind: kindInt, def: 1 << 20},
 	{Key: "http.request_timeout", Default: "30s", kind: kindDuration, def: "30s"},
 	{Key: "http.shutdown_timeout", Default: "15s", kind: kindDuration, def: "15s"},
+	{Key: "http.max_in_flight", Default: strconv.Itoa(DefaultHTTPMaxInFlight), kind: kindInt, def: DefaultHTTPMaxInFlight},
 	{Key: "log.level", Default: "info", kind: kindString, def: "info"},
 	{Key: "log.format", Default: "text", kind: kindString, def: "text"},
 	{Key: "events.nats_url", Default: "", kind: kindString, def: ""},
 	{Key: "events.stream", Default: "CAPGATE_EVENTS", kind: kindString, def: "CAPGATE_EVENTS"},
+	{Key: "database.dsn", Default: "", kind: kindString, def: ""},
+	{Key: "idempotency.retention", Default: "24h", kind: kindDuration, def: "24h"},
 }
+
+// DefaultHTTPMaxInFlight is http.max_in_flight's default: with the default
+// 1 MiB body limit, the requests the host holds at once take at most a
+// gigabyte however many clients connect.
+const DefaultHTTPMaxInFlight = 1024
 
 var (
 	// packName excludes "-" so CAPGATE_PACKS_<NAME> maps back to one name.
@@ -137,13 +164,16 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys    = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "llm_connection_slug", "events_buffer_size", "http", "log", "search", "events", "plugins"}
-	httpKeys   = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "allowed_origins"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "llm_connection_slug", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins"}
+	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
+	databaseKeys     = []string{"dsn"}
+	idempotencyKeys  = []string{"retention"}
+	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
 	logKeys    = []string{"level", "format"}
 	searchKeys = []string{"blocked_entities"}
 	eventsKeys = []string{"nats_url", "stream"}
 	tokenKeys  = []string{"token", "token_sha256", "role", "scope", "user_id"}
-	pluginKeys = []string{"name", "path", "sha256", "config"}
+	pluginKeys = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "config"}
 )
 
 // source is where a setting's winning value came from.
@@ -243,7 +273,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 			switch p.key {
 			case "allowed_origins":
 				origins = l.origins(p.path, p.val)
-			case "max_body_bytes", "request_timeout", "shutdown_timeout":
+			case "max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight":
 				l.fileScalar(settingFor("http."+p.key), p.val)
 			default:
 				l.unknown(p, httpKeys)
@@ -259,15 +289,9 @@ func (l *loader) load(doc *yaml.Node) *Config {
 			l.fileScalar(settingFor("log."+p.key), p.val)
 		}
 	}
-	if pairs, _ := l.mapping("events", sections["events"]); pairs != nil {
-		for _, p := range pairs {
-			if !slices.Contains(eventsKeys, p.key) {
-				l.unknown(p, eventsKeys)
-				continue
-			}
-			l.fileScalar(settingFor("events."+p.key), p.val)
-		}
-	}
+	l.scalarSection("events", sections["events"], eventsKeys)
+	l.scalarSection("database", sections["database"], databaseKeys)
+	l.scalarSection("idempotency", sections["idempotency"], idempotencyKeys)
 	packNames := l.filePacks(sections["packs"])
 	roles := l.roles(sections["roles"])
 
@@ -295,6 +319,18 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	cfg.Tokens = l.tokens(sections["tokens"], cfg)
 	cfg.Plugins = l.plugins(sections["plugins"])
 	return cfg
+}
+
+// scalarSection records a section whose keys are all scalar settings.
+func (l *loader) scalarSection(name string, n *yaml.Node, known []string) {
+	pairs, _ := l.mapping(name, n)
+	for _, p := range pairs {
+		if !slices.Contains(known, p.key) {
+			l.unknown(p, known)
+			continue
+		}
+		l.fileScalar(settingFor(name+"."+p.key), p.val)
+	}
 }
 
 func settingFor(key string) Setting {
@@ -472,6 +508,8 @@ func (l *loader) resolveSettings(cfg *Config) {
 	cfg.MaxResults = int(intIn("max_results", 1, 1000))
 	cfg.EventsBufferSize = int(intIn("events_buffer_size", 1, 1_000_000))
 	cfg.HTTP.MaxBodyBytes = intIn("http.max_body_bytes", 1, maxBodyLimit)
+	cfg.HTTP.MaxInFlight = int(intIn("http.max_in_flight", 1, 1_000_000))
+	cfg.MaxResultBytes = int(intIn("max_result_bytes", 1024, maxBodyLimit))
 	if v, _, ok := get("llm_connection_slug"); ok {
 		cfg.LLMConnectionSlug = v.(string)
 	}
@@ -488,6 +526,13 @@ func (l *loader) resolveSettings(cfg *Config) {
 	}
 	cfg.HTTP.RequestTimeout = positive("http.request_timeout")
 	cfg.HTTP.ShutdownTimeout = positive("http.shutdown_timeout")
+	cfg.Idempotency.Retention = positive("idempotency.retention")
+	if v, src, ok := get("database.dsn"); ok {
+		cfg.Database.DSN = v.(string)
+		if msg := checkDSN(cfg.Database.DSN); msg != "" {
+			l.addAt("database.dsn", src, "%s", msg)
+		}
+	}
 	if v, src, ok := get("log.level"); ok {
 		switch strings.ToLower(v.(string)) {
 		case "debug":
@@ -540,6 +585,16 @@ func checkNATSURL(s string) string {
 		default:
 			return fmt.Sprintf("scheme must be nats, tls, ws or wss, got %q in %q", u.Scheme, s)
 		}
+	}
+	return ""
+}
+
+// checkDSN accepts what the host's own store accepts: empty (SQLite in
+// data_dir) or a PostgreSQL URL. The message never repeats the value, which
+// may hold a password.
+func checkDSN(dsn string) string {
+	if _, err := sqlstore.Engine(dsn); err != nil {
+		return err.Error()
 	}
 	return ""
 }
@@ -786,6 +841,148 @@ func (l *loader) tokenObject(path string, n *yaml.Node, cfg *Config, t *Token) b
 	}
 }
 
+// typed reads a scalar of kind k that is not an overridable setting (a key
+// inside a list entry), reporting a problem when it is not one.
+func (l *loader) typed(path string, n *yaml.Node, k kind) (any, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		l.addf(path, n.Line, "must be %s, got %s", k.want(), describe(n))
+		return nil, false
+	}
+	raw, ok := l.scalarValue(path, n)
+	if !ok {
+		return nil, false
+	}
+	v, ok := k.convert(raw)
+	if !ok {
+		l.addf(path, n.Line, "must be %s, got %s", k.want(), describeValue(raw))
+	}
+	return v, ok
+}
+
+// envName is a variable name a plugin may be given.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// pluginEnv reads a plugin's env list: "NAME" passes capgate's own value of
+// NAME (none when unset: listed in missing), "NAME=value" sets it. The
+// handshake's variables are go-plugin's and may not be set.
+func (l *loader) pluginEnv(path string, n *yaml.Node) (env, missing []string, ok bool) {
+	items, sok := l.sequence(path, n)
+	if !sok {
+		return nil, nil, false
+	}
+	ok = true
+	seen := map[string]int{}
+	for i, item := range items {
+		ipath := index(path, i)
+		entry, eok := l.str(ipath, item)
+		if !eok {
+			ok = false
+			continue
+		}
+		name, value, set := strings.Cut(entry, "=")
+		switch {
+		case !envName.MatchString(name):
+			l.addf(ipath, item.Line, "must be NAME or NAME=value with NAME of letters, digits and _ (not starting with a digit), got %q", shorten(entry))
+			ok = false
+			continue
+		case name == capgatev1.MagicCookieKey || strings.HasPrefix(name, "PLUGIN_"):
+			l.addf(ipath, item.Line, "%s is set by the host for the plugin handshake and cannot be configured", name)
+			ok = false
+			continue
+		}
+		if j, dup := seen[name]; dup {
+			l.addf(ipath, item.Line, "%s is listed twice (also %s)", name, index(path, j))
+			ok = false
+			continue
+		}
+		seen[name] = i
+		if !set {
+			v, found := os.LookupEnv(name)
+			if !found {
+				missing = append(missing, name)
+				continue
+			}
+			value = v
+		}
+		env = append(env, name+"="+value)
+	}
+	return env, missing, ok
+}
+
+// shorten cuts a value for a message: a plugin's env entry may hold a
+// secret, and a message needs only enough to find the entry.
+func shorten(s string) string {
+	if name, _, ok := strings.Cut(s, "="); ok {
+		return name + "=…"
+	}
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// restartPolicy reads a plugin's restart block over the default policy.
+func (l *loader) restartPolicy(path string, n *yaml.Node) (pluginhost.RestartPolicy, bool) {
+	r := pluginhost.DefaultRestartPolicy
+	pairs, mok := l.mapping(path, n)
+	if !mok {
+		return r, false
+	}
+	ok := true
+	for _, p := range pairs {
+		switch p.key {
+		case "initial_backoff", "max_backoff", "window":
+			v, vok := l.typed(p.path, p.val, kindDuration)
+			switch {
+			case !vok:
+				ok = false
+			case v.(time.Duration) <= 0:
+				l.addf(p.path, resolve(p.val).Line, "must be more than 0, got %s", v)
+				ok = false
+			case p.key == "initial_backoff":
+				r.InitialBackoff = v.(time.Duration)
+			case p.key == "max_backoff":
+				r.MaxBackoff = v.(time.Duration)
+			default:
+				r.Window = v.(time.Duration)
+			}
+		case "jitter":
+			v, vok := l.typed(p.path, p.val, kindFloat)
+			switch {
+			case !vok:
+				ok = false
+			case v.(float64) < 0 || v.(float64) > 1:
+				l.addf(p.path, resolve(p.val).Line, "must be between 0 and 1, got %g", v)
+				ok = false
+			default:
+				r.Jitter = v.(float64)
+			}
+		case "max_restarts":
+			v, vok := l.typed(p.path, p.val, kindInt)
+			switch {
+			case !vok:
+				ok = false
+			case v.(int64) < 0 || v.(int64) > 1000:
+				l.addf(p.path, resolve(p.val).Line, "must be between 0 (never restart) and 1000, got %d", v)
+				ok = false
+			default:
+				r.MaxRestarts = int(v.(int64))
+			}
+		default:
+			l.unknown(p, pluginRestartKey)
+			ok = false
+		}
+	}
+	if ok {
+		if err := r.Check(); err != nil {
+			l.addf(path, resolve(n).Line, "%v", err)
+			ok = false
+		}
+	}
+	return r, ok
+}
+
 func (l *loader) plugins(n *yaml.Node) []Plugin {
 	items, _ := l.sequence("plugins", n)
 	var out []Plugin
@@ -796,7 +993,7 @@ func (l *loader) plugins(n *yaml.Node) []Plugin {
 			l.addf(path, item.Line, "must be a mapping with name and path, got %s", describe(item))
 			continue
 		}
-		var pl Plugin
+		pl := Plugin{MaxInFlight: pluginhost.DefaultMaxInFlight, Restart: pluginhost.DefaultRestartPolicy}
 		ok, hasName, hasPath := true, false, false
 		for _, p := range l.pairs(path, item, 0) {
 			val := resolve(p.val)
@@ -847,6 +1044,31 @@ func (l *loader) plugins(n *yaml.Node) []Plugin {
 				default:
 					pl.SHA256 = strings.ToLower(s)
 				}
+			case "env":
+				if isNull(val) {
+					continue
+				}
+				var eok bool
+				pl.Env, pl.EnvMissing, eok = l.pluginEnv(p.path, val)
+				ok = ok && eok
+			case "max_in_flight":
+				if v, vok := l.typed(p.path, val, kindInt); vok {
+					if n := v.(int64); n < 1 || n > 1_000_000 {
+						l.addf(p.path, val.Line, "must be between 1 and 1000000, got %d", n)
+						ok = false
+					} else {
+						pl.MaxInFlight = int(n)
+					}
+				} else {
+					ok = false
+				}
+			case "restart":
+				if isNull(val) {
+					continue
+				}
+				var rok bool
+				pl.Restart, rok = l.restartPolicy(p.path, val)
+				ok = ok && rok
 			case "config":
 				if isNull(val) {
 					continue

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, llm_connection_slug, events_buffer_size, http, log, search, events, plugins"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, llm_connection_slug, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -24,7 +24,7 @@ func TestParseProblems(t *testing.T) {
 		{"unknown token key", "tokens:\n  - {token: abcdefgh, rol: admin}\n",
 			nil, []string{"tokens[0].rol: unknown key; known keys are token, token_sha256, role, scope, user_id (line 2)"}},
 		{"unknown http key", "http:\n  timeout: 5s\n",
-			nil, []string{"http.timeout: unknown key; known keys are max_body_bytes, request_timeout, shutdown_timeout, allowed_origins (line 2)"}},
+			nil, []string{"http.timeout: unknown key; known keys are max_body_bytes, request_timeout, shutdown_timeout, max_in_flight, allowed_origins (line 2)"}},
 		{"unknown log key", "log:\n  lvl: debug\n",
 			nil, []string{"log.lvl: unknown key; known keys are level, format (line 2)"}},
 		{"unknown events key", "events:\n  url: nats://127.0.0.1:4222\n",
@@ -46,7 +46,7 @@ func TestParseProblems(t *testing.T) {
 		{"unknown search key", "search:\n  blocked: [customer]\n",
 			nil, []string{"search.blocked: unknown key; known keys are blocked_entities (line 2)"}},
 		{"unknown plugin key", "plugins:\n  - name: a\n    path: a\n    sha265: x\n",
-			nil, []string{"plugins[0].sha265: unknown key; known keys are name, path, sha256, config (line 4)"}},
+			nil, []string{"plugins[0].sha265: unknown key; known keys are name, path, sha256, env, max_in_flight, restart, config (line 4)"}},
 		{"odd key quoted in path", "\"a b\": 1\n",
 			nil, []string{`["a b"]: unknown key; ` + topKnown + " (line 1)"}},
 		{"duplicate key", "listen: a:1\nlisten: b:2\n",
@@ -192,6 +192,41 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{"plugins[0].sha256: must be a string, got 1234 (line 2)"}},
 		{"short plugin sha256", "plugins:\n  - {name: a, path: a, sha256: beef}\n",
 			nil, []string{"plugins[0].sha256: must be 64 hexadecimal characters (a SHA-256 digest) (line 2)"}},
+		{"plugin env not a list", "plugins:\n  - {name: a, path: a, env: PATH}\n",
+			nil, []string{`plugins[0].env: must be a list, got "PATH" (line 2)`}},
+		{"plugin env entries", "plugins:\n  - name: a\n    path: a\n    env: [1BAD, \"SECRET x=hunter2\", CAPGATE_PLUGIN=x, PLUGIN_MIN_PORT=1, TZ=UTC, TZ, [x]]\n",
+			nil, []string{
+				`plugins[0].env[0]: must be NAME or NAME=value with NAME of letters, digits and _ (not starting with a digit), got "1BAD" (line 4)`,
+				`plugins[0].env[1]: must be NAME or NAME=value with NAME of letters, digits and _ (not starting with a digit), got "SECRET x=…" (line 4)`,
+				"plugins[0].env[2]: CAPGATE_PLUGIN is set by the host for the plugin handshake and cannot be configured (line 4)",
+				"plugins[0].env[3]: PLUGIN_MIN_PORT is set by the host for the plugin handshake and cannot be configured (line 4)",
+				"plugins[0].env[5]: TZ is listed twice (also plugins[0].env[4]) (line 4)",
+				"plugins[0].env[6]: must be a string, got a list (line 4)",
+			}},
+		{"plugin max_in_flight", "plugins:\n  - {name: a, path: a, max_in_flight: 0}\n  - {name: b, path: b, max_in_flight: many}\n",
+			nil, []string{"plugins[0].max_in_flight: must be between 1 and 1000000, got 0 (line 2)", `plugins[1].max_in_flight: must be an integer, got "many" (line 3)`}},
+		{"plugin restart keys", "plugins:\n  - name: a\n    path: a\n    restart: {initial_backoff: 0s, max_backoff: soon, jitter: 2, max_restarts: -1, window: 1h, tries: 3}\n",
+			nil, []string{
+				"plugins[0].restart.initial_backoff: must be more than 0, got 0s (line 4)",
+				`plugins[0].restart.max_backoff: must be a duration such as "30s" or "1m30s", got "soon" (line 4)`,
+				"plugins[0].restart.jitter: must be between 0 and 1, got 2 (line 4)",
+				"plugins[0].restart.max_restarts: must be between 0 (never restart) and 1000, got -1 (line 4)",
+				"plugins[0].restart.tries: unknown key; known keys are initial_backoff, max_backoff, jitter, max_restarts, window (line 4)",
+			}},
+		{"plugin restart backoffs crossed", "plugins:\n  - name: a\n    path: a\n    restart: {initial_backoff: 1m}\n",
+			nil, []string{"plugins[0].restart: max_backoff (30s) must be at least initial_backoff (1m0s) (line 4)"}},
+		{"plugin restart not a mapping", "plugins:\n  - {name: a, path: a, restart: always}\n",
+			nil, []string{`plugins[0].restart: must be a mapping, got "always" (line 2)`}},
+		{"database dsn scheme", "database:\n  dsn: mysql://u:secret@h/db\n",
+			nil, []string{"database.dsn: dsn must be a postgres:// or postgresql:// URL (PostgreSQL), or left out for SQLite in the data directory; other schemes and key=value strings are not accepted (line 2)"}},
+		{"unknown database key", "database:\n  url: x\n",
+			nil, []string{"database.url: unknown key; known keys are dsn (line 2)"}},
+		{"idempotency retention", "idempotency:\n  retention: 0s\n",
+			nil, []string{"idempotency.retention: must be greater than zero, got 0s (line 2)"}},
+		{"max_result_bytes too small", "max_result_bytes: 10\n",
+			nil, []string{"max_result_bytes: must be between 1024 and 67108864, got 10 (line 1)"}},
+		{"http max_in_flight", "http:\n  max_in_flight: 0\n",
+			nil, []string{"http.max_in_flight: must be between 1 and 1000000, got 0 (line 2)"}},
 
 		// Values out of range.
 		{"listen without port", "listen: localhost\n",
