@@ -82,7 +82,8 @@ type Config struct {
 	// MaxResults caps the items a listing capability returns.
 	MaxResults        int
 	LLMConnectionSlug string
-	// EventsBufferSize is how many events are kept for subscribers.
+	// EventsBufferSize is how many events the bus retains, on disk, for
+	// events.poll and for subscribers that fall behind.
 	EventsBufferSize int
 	// MaxResultBytes is the largest result one call may return.
 	MaxResultBytes int
@@ -132,12 +133,16 @@ type Search struct {
 	BlockedEntities []string
 }
 
-// Events configures the event bus.
+// Events configures the event bus, a JetStream stream that survives
+// restarts either way: an acknowledged event outlives the host being killed.
 type Events struct {
-	// NATSURL is the NATS server (events.nats_url); empty means the
-	// in-process bus, which nothing outside this process sees.
+	// NATSURL is the NATS server (events.nats_url), whose stream replicas
+	// share; empty means a NATS server embedded in the host, listening on
+	// no port, with its store in <data_dir>/events, which one host at a
+	// time may hold and which is fsynced every two minutes and at shutdown.
 	NATSURL string
-	// Stream is the JetStream stream holding the events (events.stream).
+	// Stream is the JetStream stream holding the events on NATSURL
+	// (events.stream); the embedded store always uses the default.
 	Stream string
 }
 

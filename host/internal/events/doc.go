@@ -28,11 +28,11 @@
 // writes a single-replica stream's message to its block file (write(2))
 // before it acknowledges it, so once Publish has returned a cursor the
 // event survives the host process dying in any way (kill -9, the OOM
-// killer, a crash): the kernel holds it. It reaches the disk at the
-// server's background fsync, every two minutes, or when the bus closes; a
-// power loss or kernel crash before then can lose the events acknowledged
-// since the last fsync, and a cursor kept beyond the stream's end then
-// points past the newest event. [EmbeddedConfig.SyncAlways] fsyncs every
+// killer, a crash): the kernel holds it. The server fsyncs the store in
+// the background every two minutes, and Close fsyncs it after stopping the
+// server; a power loss or kernel crash before then can lose the events
+// acknowledged since the last fsync, and a cursor kept beyond the stream's
+// end then points past the newest event. [EmbeddedConfig.SyncAlways] fsyncs every
 // event before acknowledging it, for that case too, at a cost per publish
 // measured by BenchmarkEmbeddedPublish; the host does not set it.
 // Subscribers' acknowledgements are written within about 100 ms, so after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,8 +28,8 @@ type EmbeddedConfig struct {
 	// acknowledged, so that an acknowledged event also survives a power
 	// loss or a kernel crash. Without it an acknowledged event has been
 	// written to the operating system, which survives the host process
-	// being killed (kill -9, the OOM killer), and reaches the disk at the
-	// next background sync (every two minutes, NATS's default) or on Close.
+	// being killed (kill -9, the OOM killer), and is fsynced at the next
+	// background sync (every two minutes, NATS's default) or on Close.
 	// The host leaves it off: see the package documentation.
 	SyncAlways bool
 	// Backoff spaces redeliveries after a handler error.
@@ -141,12 +142,40 @@ func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *NATS, err error) 
 	}
 	bus.release = func() error {
 		shutdown()
-		if err := unlock(); err != nil {
-			return fmt.Errorf("events: embedded: unlock store %s: %w", dir, err)
+		// Shutdown writes the store out but does not fsync it: without
+		// this a power loss soon after a clean stop could lose events.
+		err := syncTree(dir)
+		if uerr := unlock(); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("events: embedded: unlock store %s: %w", dir, uerr))
 		}
-		return nil
+		return err
 	}
 	return bus, nil
+}
+
+// syncTree fsyncs every file and directory under dir.
+func syncTree(dir string) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("events: embedded: sync store %s: %w", dir, err)
+	}
+	return nil
 }
 
 // lockName is the file in the store directory an embedded bus holds an
