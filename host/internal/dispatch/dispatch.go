@@ -109,6 +109,7 @@ type Dispatcher struct {
 	packs     map[string]bool
 	roles     map[string]permSet
 	providers map[string]Provider
+	idem      *Idempotency // nil: keys are not honoured
 }
 
 type permSet struct {
@@ -220,15 +221,23 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 	if err := e.ValidateArgs(args); err != nil {
 		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %v", name, err)}
 	}
+	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {
+		return d.idempotent(ctx, p, e, args, key)
+	}
+	return d.run(ctx, p, e, args)
+}
+
+// run is the ownership step and the call itself.
+func (d *Dispatcher) run(ctx context.Context, p Principal, e *registry.Entry, args json.RawMessage) (json.RawMessage, error) {
 	prov := d.providers[e.Plugin]
 	if e.OwnerGuarded && p.Scope != ScopeAdmin {
-		owner, err := prov.ResolveOwner(ctx, name, args)
+		owner, err := prov.ResolveOwner(ctx, e.Name, args)
 		if err != nil {
 			return nil, err
 		}
 		if owner == "" || owner != p.UserID {
-			return nil, &Refusal{Step: StepOwnership, Capability: name, Reason: "the target does not belong to this token's user"}
+			return nil, &Refusal{Step: StepOwnership, Capability: e.Name, Reason: "the target does not belong to this token's user"}
 		}
 	}
-	return prov.Invoke(ctx, p, name, args)
+	return prov.Invoke(ctx, p, e.Name, args)
 }

@@ -16,6 +16,16 @@
 //     says who owns the target; a target without an owner belongs to no one,
 //     and a missing one is the plugin's NotFound.
 //
+// An action called with an idempotency key (WithIdempotencyKey; MCP carries
+// it in _meta "io.capgate/idempotency-key") passes one more step between
+// the argument checks and ownership, once the dispatcher has a store
+// (UseIdempotency): the first call with a key runs and its outcome (result
+// or tool error) is kept; a repeat by the same user with the same key and
+// arguments gets that outcome and runs nothing, a repeat while the outcome
+// is unknown is told to wait, and a key reused for another call is
+// refused. A replay still passes steps 1 to 4; ownership is not asked again,
+// as the first call changed the target (a cancelled booking).
+//
 // Arguments are validated against the input schema after the steps that do
 // not need them and before any plugin sees them, ResolveOwner included. An
 // absent body (empty or null) is the empty object. A refusal is a *Refusal
