@@ -131,7 +131,7 @@ func (s *service) searchError(ctx context.Context, in SearchIn, err error) error
 			"stop words such as \"the\" and \"of\" do not): keep the words that matter", le.Got, le.Max)
 	case errors.Is(context.Cause(ctx), errQueryTimeout):
 		return sdk.InvalidInput("the search took longer than %s and was stopped: narrow the query "+
-			"(fewer words, longer words rather than a short last word, or an entity filter)", s.queryTimeout)
+			"(fewer or more specific words, or an entity filter)", s.queryTimeout)
 	}
 	return err
 }
