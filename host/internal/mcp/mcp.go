@@ -62,6 +62,7 @@ type Handler struct {
 	origins      originPolicy
 	maxBody      int64
 	log          *slog.Logger
+	running      running // requests a notifications/cancelled may cancel
 
 	serverInfo   []byte // {"name":...,"version":...}
 	capabilities []byte // the server capabilities object
@@ -177,7 +178,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p dispatch.Princ
 	}
 	out := getBuf()
 	defer putBuf(out)
-	c := call{h: h, ctx: r.Context(), r: r, p: p}
+	c := call{h: h, ctx: r.Context(), r: r, p: p, auth: r.Header.Get("Authorization")}
 	status, *out = c.handleBody(body, (*out)[:0])
 	writeResponse(w, status, *out)
 }
@@ -251,7 +252,10 @@ type call struct {
 	ctx context.Context
 	r   *http.Request
 	p   dispatch.Principal
-	ver version
+	// auth is the caller's Authorization header: a cancellation is taken
+	// only from the caller of the request it names.
+	auth string
+	ver  version
 	// header is the MCP-Protocol-Version header as sent.
 	header string
 }

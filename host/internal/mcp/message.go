@@ -1,5 +1,7 @@
 package mcp
 
+import "github.com/capgate/capgate/host/internal/dispatch"
+
 // message is one decoded JSON-RPC message. Every field is a sub-slice of the
 // request body, which stays alive (pooled) until the response is written.
 type message struct {
@@ -149,6 +151,7 @@ type params struct {
 	name, uri, cursor, protocolVersion []byte // raw values
 	arguments                          []byte
 	meta                               []byte
+	requestID                          []byte // notifications/cancelled
 }
 
 // parseParams reads the params object; false when params is not an object.
@@ -172,6 +175,8 @@ func parseParams(raw []byte, p *params) bool {
 			p.protocolVersion = mb.val
 		case mb.is("_meta"):
 			p.meta = mb.val
+		case mb.is("requestId"):
+			p.requestID = mb.val
 		}
 	}
 	return !it.bad
@@ -184,6 +189,7 @@ func isString(raw []byte) bool { return len(raw) >= 2 && raw[0] == '"' }
 type requestMeta struct {
 	protocolVersion []byte
 	capabilities    []byte
+	idempotencyKey  []byte
 }
 
 // Keys of the 2026-07-28 per-request _meta fields.
@@ -204,6 +210,8 @@ func parseMeta(raw []byte, rm *requestMeta) bool {
 			rm.protocolVersion = mb.val
 		case mb.is(metaClientCapabilities):
 			rm.capabilities = mb.val
+		case mb.is(dispatch.MetaIdempotencyKey):
+			rm.idempotencyKey = mb.val
 		}
 	}
 	return !it.bad

@@ -43,8 +43,9 @@ func (c *call) handleBody(body, out []byte) (int, []byte) {
 		return http.StatusAccepted, out
 	}
 	if m.id == nil {
-		// A notification. None needs an answer here (no session to mark
-		// initialized, no request of ours to cancel), so all are accepted.
+		// A notification: none is answered. notifications/cancelled
+		// cancels a request of this caller's still running here.
+		c.notification(&m)
 		return http.StatusAccepted, out
 	}
 	return c.request(&m, out)
@@ -94,7 +95,10 @@ func (c *call) batch(body, out []byte) (int, []byte) {
 		code, msg := parseMessage(e, &m)
 		switch {
 		case code != 0:
-		case m.isResponse || m.id == nil:
+		case m.isResponse:
+			continue
+		case m.id == nil:
+			c.notification(&m)
 			continue
 		case lookupMethod(m.method) == mInitialize:
 			code, msg = codeInvalidRequest, "invalid request: initialize must not be part of a batch"
@@ -114,8 +118,11 @@ func (c *call) batch(body, out []byte) (int, []byte) {
 	return http.StatusOK, append(out, ']')
 }
 
-// request answers one JSON-RPC request.
+// request answers one JSON-RPC request. What it adds to the context (a
+// cancellation, an idempotency key) is this request's alone: the next
+// message of a batch starts from the HTTP request's context again.
 func (c *call) request(m *message, out []byte) (int, []byte) {
+	defer func(ctx context.Context) { c.ctx = ctx }(c.ctx)
 	meth := lookupMethod(m.method)
 	var ps params
 	if !parseParams(m.params, &ps) {
@@ -131,6 +138,11 @@ func (c *call) request(m *message, out []byte) (int, []byte) {
 		if status, failed, ok := c.checkModern(m, meth, &ps, out); !ok {
 			return status, failed
 		}
+	}
+	switch meth {
+	case mToolsCall, mResourcesList, mResourcesRead:
+		// These reach plugins and may run long: the client may cancel them.
+		defer c.cancellable(m.id)()
 	}
 	switch meth {
 	case mToolsCall:
@@ -321,6 +333,19 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: tools/call needs params.name, the tool to call")
 	}
 	name := c.h.toolName(ps.name)
+	if len(ps.meta) > 0 && string(ps.meta) != "null" {
+		var rm requestMeta
+		if !parseMeta(ps.meta, &rm) {
+			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: _meta must be an object")
+		}
+		if rm.idempotencyKey != nil {
+			key, ok := decodeString(rm.idempotencyKey)
+			if !ok || !isString(rm.idempotencyKey) {
+				return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: _meta "+dispatch.MetaIdempotencyKey+" must be a string")
+			}
+			c.ctx = dispatch.WithIdempotencyKey(c.ctx, key)
+		}
+	}
 	res, err := c.invoke(name, ps.arguments)
 	if err != nil {
 		return c.callFailed(id, name, err, out)
