@@ -169,11 +169,11 @@ var (
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
 	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
-	logKeys    = []string{"level", "format"}
-	searchKeys = []string{"blocked_entities"}
-	eventsKeys = []string{"nats_url", "stream"}
-	tokenKeys  = []string{"token", "token_sha256", "role", "scope", "user_id"}
-	pluginKeys = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "config"}
+	logKeys          = []string{"level", "format"}
+	searchKeys       = []string{"blocked_entities"}
+	eventsKeys       = []string{"nats_url", "stream"}
+	tokenKeys        = []string{"token", "token_sha256", "role", "scope", "user_id"}
+	pluginKeys       = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "config"}
 )
 
 // source is where a setting's winning value came from.
