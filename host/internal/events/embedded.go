@@ -56,8 +56,8 @@ const embeddedStartTimeout = 30 * time.Second
 // The stream keeps its identity, its events and its subscribers'
 // acknowledgements across restarts. Close shuts the server down.
 //
-// A second process opening cfg.Dir while one holds it gets an error naming
-// the directory.
+// Opening cfg.Dir while another bus holds it, in another capgate process
+// or in this one, fails with an error naming the directory and the holder.
 func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *NATS, err error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("events: embedded: store directory is empty")
@@ -99,8 +99,7 @@ func OpenEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *NATS, err error) 
 		JetStream:              true,
 		StoreDir:               dir,
 		SyncAlways:             cfg.SyncAlways,
-		NoSigs:                 true,
-		NoLog:                  true,
+		NoSigs:                 true, // the host handles SIGTERM and SIGINT
 		DisableJetStreamBanner: true,
 	})
 	if err != nil {
