@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/capgate/capgate/host/internal/app"
+	"github.com/capgate/capgate/host/internal/applog"
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/config"
 )
@@ -191,9 +192,17 @@ func serve(args []string, stderr io.Writer) int {
 	// The first SIGINT/SIGTERM starts a graceful drain; a second one kills.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer ignoreHangups(log)()
 
+	// The port first: taken, it fails now, before any plugin runs.
+	ln, err := app.Listen(cfg)
+	if err != nil {
+		log.Error("capgate cannot start", "err", err)
+		return 1
+	}
 	a, err := app.New(ctx, cfg, app.Options{Version: version, Logger: log})
 	if err != nil {
+		_ = ln.Close()
 		log.Error("capgate cannot start", "err", err)
 		return 1
 	}
@@ -201,11 +210,35 @@ func serve(args []string, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // restore default signal handling: a second signal terminates
 	}()
-	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := a.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("capgate stopped with an error", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// ignoreHangups takes SIGHUP, which would otherwise end the host without a
+// word (a closed terminal, an operator expecting a reload), and logs that
+// it is ignored: the configuration is read only at start. The returned
+// function stops taking it.
+func ignoreHangups(log *slog.Logger) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				log.Warn("SIGHUP received and ignored: capgate reads its configuration only at start; restart it to apply a changed file")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
 }
 
 // tuneGC trades memory for CPU unless the operator chose (GOGC set): the
@@ -218,10 +251,8 @@ func tuneGC() {
 	}
 }
 
+// newLogger is the host's logger as the config sets it, every attribute
+// bounded (applog).
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: c.Level}
-	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return applog.New(w, c.Level, applog.Format(c.Format))
 }

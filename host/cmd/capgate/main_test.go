@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +16,7 @@ func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(good, []byte("enabled: true\ntokens: [{token: abcdefgh1, role: r}]\nroles: {r: []}\n"), 0o600); err != nil {
+	if err := os.WriteFile(good, []byte("enabled: true\ndata_dir: "+filepath.Join(dir, "data")+"\ntokens: [{token: abcdefgh1, role: r}]\nroles: {r: []}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bad, []byte("enabled: true\nmax_results: ten\nlisten: nowhere\n"), 0o600); err != nil {
@@ -79,5 +80,36 @@ func TestTokenNew(t *testing.T) {
 	run([]string{"token", "new"}, &again, &stderr)
 	if again.String() == stdout.String() {
 		t.Error("two runs printed the same token")
+	}
+}
+
+// A port already taken stops serve before anything else runs: no plugin
+// starts, no data directory is made, and the message says what to do.
+func TestServeOnATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	file := filepath.Join(dir, "capgate.yaml")
+	// The plugin does not exist: reaching it would fail differently.
+	yaml := "enabled: true\nlisten: " + ln.Addr().String() + "\ndata_dir: " + data +
+		"\nplugins: [{name: booking, path: " + filepath.Join(dir, "no-such-plugin") + "}]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"serve", "-c", file}, &stdout, &stderr); code != 1 {
+		t.Fatalf("serve on a taken port: exit %d\n%s", code, stderr.String())
+	}
+	msg := stderr.String()
+	if !strings.Contains(msg, "listen "+ln.Addr().String()) || !strings.Contains(msg, "address already in use") ||
+		!strings.Contains(msg, "set listen or CAPGATE_LISTEN") || strings.Contains(msg, "no-such-plugin") {
+		t.Errorf("stderr does not explain the taken port first:\n%s", msg)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("the data directory was made before the port was checked (stat: %v)", err)
 	}
 }

@@ -56,7 +56,8 @@ plugins:
 		}
 	}
 
-	// A host serving this data_dir holds the index: reindex says so.
+	// A host serving this data_dir holds its event store and index:
+	// reindex says so, before touching either.
 	cfg, err := config.Load(file)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +71,7 @@ plugins:
 	if code := run([]string{"search", "reindex", "-c", file}, &stdout, &stderr); code != 1 {
 		t.Fatalf("reindex beside a running host: exit %d, want 1\n%s", code, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "in use by another process") {
-		t.Errorf("stderr does not explain the held index:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "is in use") || !strings.Contains(stderr.String(), "give this host a data_dir of its own") {
+		t.Errorf("stderr does not explain the held data_dir:\n%s", stderr.String())
 	}
 }

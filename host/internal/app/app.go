@@ -3,11 +3,14 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/capgate/capgate/host/internal/auth"
@@ -16,6 +19,7 @@ import (
 	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/eventspack"
+	"github.com/capgate/capgate/host/internal/idempotency"
 	"github.com/capgate/capgate/host/internal/mcp"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/host/internal/registry"
@@ -31,6 +35,7 @@ type App struct {
 	srv     *server.Server
 	cat     *catalogue.Catalogue
 	bus     events.Bus
+	idem    *idempotency.Store
 }
 
 // Options are what the configuration file does not say.
@@ -65,6 +70,17 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 			_ = bus.Close()
 		}
 	}()
+	// Before any plugin starts: a database that cannot be reached stops
+	// start-up having touched nothing else.
+	idem, err := idempotency.Open(ctx, cfg.Database.DSN, cfg.DataDir, idempotency.WithLog(log))
+	if err != nil {
+		return nil, fmt.Errorf("database.dsn: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = idem.Close()
+		}
+	}()
 	specs := make([]pluginhost.Spec, len(cfg.Plugins))
 	for i, p := range cfg.Plugins {
 		if p.Name == eventspack.ProviderName {
@@ -77,11 +93,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		specs[i] = pluginhost.Spec{
 			Name: p.Name, Path: p.Path, SHA256: p.SHA256,
 			Config: json.RawMessage(raw), ConfigPath: fmt.Sprintf("plugins[%d]", i),
+			Env: p.Env, MaxInFlight: p.MaxInFlight, Restart: p.Restart,
+		}
+		if len(p.EnvMissing) > 0 {
+			log.Warn("a variable the plugin's env passes on is not set in capgate's environment; the plugin goes without it",
+				"plugin", p.Name, "config", fmt.Sprintf("plugins[%d].env", i), "variables", strings.Join(p.EnvMissing, ", "))
 		}
 	}
 	plugins, err := pluginhost.Start(ctx, specs, pluginhost.Options{
 		DataDir: cfg.DataDir, HostVersion: opts.Version, Logger: log, StartTimeout: opts.PluginStartTimeout,
-		Events: bus, MaxResults: cfg.MaxResults, LLMConnectionSlug: cfg.LLMConnectionSlug,
+		Events: bus, MaxResults: cfg.MaxResults, MaxResultBytes: cfg.MaxResultBytes, LLMConnectionSlug: cfg.LLMConnectionSlug,
 	})
 	if err != nil {
 		return nil, err
@@ -125,6 +146,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err != nil {
 		return nil, err
 	}
+	gate.UseIdempotency(dispatch.Idempotency{
+		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
+	})
 	// Plugins calling capabilities for their caller (llm.ask searching the
 	// catalogue) go through this same gate.
 	plugins.SetGate(gate)
@@ -140,6 +164,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Addr:            cfg.Listen,
 		Version:         opts.Version,
 		MaxBodyBytes:    cfg.HTTP.MaxBodyBytes,
+		MaxInFlight:     cfg.HTTP.MaxInFlight,
 		RequestTimeout:  cfg.HTTP.RequestTimeout,
 		ShutdownTimeout: cfg.HTTP.ShutdownTimeout,
 		AllowedOrigins:  cfg.HTTP.AllowedOrigins,
@@ -149,8 +174,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Health:          pluginHealth(plugins),
 		Logger:          log,
 	})
-	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus}, nil
+	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem}, nil
 }
+
+// idempotencyLeaseMargin is added to the request timeout for the lease an
+// idempotent call holds its key with: a call ends by its deadline, and its
+// outcome is recorded right after.
+const idempotencyLeaseMargin = 30 * time.Second
+
+// purgeEvery is how often expired idempotency records are deleted.
+const purgeEvery = 10 * time.Minute
 
 // pluginHealth feeds the health routes from the plugins' supervisors.
 func pluginHealth(plugins *pluginhost.Host) server.HealthFunc {
@@ -243,11 +276,35 @@ func (a *App) Provider(capability string) (plugin string, ok bool) {
 // serve, such as one built to rebuild the search index.
 func (a *App) Close() { a.stop() }
 
-// stop stops the plugins, then closes the bus they published on.
+// stop stops the plugins, then closes the bus they published on and the
+// host's store.
 func (a *App) stop() {
 	a.plugins.Stop()
 	if err := a.bus.Close(); err != nil {
 		a.log.Warn("closing the event bus", "err", err)
+	}
+	if err := a.idem.Close(); err != nil {
+		a.log.Warn("closing the idempotency store", "err", err)
+	}
+}
+
+// purge deletes expired idempotency records until ctx ends.
+func (a *App) purge(ctx context.Context) {
+	t := time.NewTicker(purgeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			n, err := a.idem.Purge(ctx, now)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				a.log.Warn("purging expired idempotency records", "err", err)
+			case n > 0:
+				a.log.Debug("purged expired idempotency records", "records", n)
+			}
+		}
 	}
 }
 
@@ -270,20 +327,28 @@ func warnUnusable(log *slog.Logger, cfg *config.Config, reg *registry.Registry) 
 	}
 }
 
-// Run serves on the configured address until ctx ends, then drains
-// in-flight requests and stops every plugin.
-func (a *App) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", a.cfg.Listen)
+// Listen binds cfg's listen address. The host binds it before anything
+// else starts, so a port already taken fails in a moment, before any plugin
+// has run or touched its data.
+func Listen(cfg *config.Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		a.stop()
-		return fmt.Errorf("listen: %w", err)
+		var hint string
+		if errors.Is(err, syscall.EADDRINUSE) {
+			hint = " (another process holds the port: stop it, or set listen or CAPGATE_LISTEN to a free address)"
+		}
+		return nil, fmt.Errorf("listen %s: %w%s", cfg.Listen, err, hint)
 	}
-	return a.Serve(ctx, ln)
+	return ln, nil
 }
 
-// Serve is Run on a listener the caller opened.
+// Serve serves on ln, which Listen opened, until ctx ends, then drains
+// in-flight requests and stops every plugin.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer a.stop()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go a.purge(pctx)
 	a.log.Info("capgate serving", "endpoint", "http://"+ln.Addr().String()+server.MCPPath,
 		"capabilities", len(a.gate.Registry().All()), "plugins", len(a.plugins.Plugins()),
 		"entity_types", len(a.cat.Entities()))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/capgate/capgate/host/internal/registry"
 )
@@ -162,6 +163,22 @@ func New(reg *registry.Registry, policy Policy, providers map[string]Provider) (
 	return d, nil
 }
 
+// maxReasonBytes bounds the validator's explanation an agent reads: it may
+// quote the offending value, which the caller chose and may have made huge.
+const maxReasonBytes = 512
+
+// shorten cuts msg to maxReasonBytes at a character boundary.
+func shorten(msg string) string {
+	if len(msg) <= maxReasonBytes {
+		return msg
+	}
+	n := maxReasonBytes
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n] + "… (cut)"
+}
+
 // Registry returns the registry the dispatcher gates.
 func (d *Dispatcher) Registry() *registry.Registry { return d.reg }
 
@@ -219,7 +236,7 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 		args = json.RawMessage("{}")
 	}
 	if err := e.ValidateArgs(args); err != nil {
-		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %v", name, err)}
+		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %s", name, shorten(err.Error()))}
 	}
 	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {
 		return d.idempotent(ctx, p, e, args, key)

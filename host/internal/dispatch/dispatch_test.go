@@ -486,3 +486,16 @@ func TestConcurrentInvokeAndVisible(t *testing.T) {
 
 // Compile-time check that the test provider is a real dispatch.Provider.
 var _ dispatch.Provider = (*desk)(nil)
+
+// The validator's explanation may quote the offending value; the agent
+// reads at most a bounded part of it, whatever the caller sent.
+func TestInvalidArgumentMessageIsBounded(t *testing.T) {
+	d, dk := newGate(t, deskPolicy())
+	huge := strings.Repeat("x", 300_000)
+	_, err := d.Invoke(context.Background(), aliceAction, capList, json.RawMessage(`{"limit":"`+huge+`"}`))
+	te := toolError(t, err, dispatch.InvalidInput)
+	if len(te.Message) > 600 || !strings.HasPrefix(te.Message, "invalid arguments for booking.list: ") {
+		t.Errorf("message is %d bytes: %.200q", len(te.Message), te.Message)
+	}
+	untouched(t, dk)
+}

@@ -315,16 +315,19 @@ func (p *Plugin) launch(ctx context.Context) (_ *instance, _ *capgatev1.Describe
 }
 
 // kill ends the process: go-plugin asks it to shut down gracefully and
-// kills it after a grace period.
+// kills it after a grace period. The host services stop last, once the
+// process is gone: a plugin following the bus ends its subscription itself
+// as it closes, instead of seeing the host hang up on it and reporting a
+// failure.
 func (inst *instance) kill() {
 	if inst.calls != nil {
 		inst.calls.close()
 	}
-	if inst.stopHost != nil {
-		inst.stopHost()
-	}
 	if inst.client != nil {
 		inst.client.Kill()
+	}
+	if inst.stopHost != nil {
+		inst.stopHost()
 	}
 }
 

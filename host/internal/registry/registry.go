@@ -75,12 +75,20 @@ func NoArgs(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
+// MaxArgsDepth bounds how deeply arguments may nest: no capability needs
+// more, and a schema that leaves a value open (any JSON) must not let a
+// caller make every decoder and validator recurse without end.
+const MaxArgsDepth = 32
+
 // ValidateArgs checks raw JSON arguments against the input schema. An absent
 // body (see NoArgs) counts as the empty object, as MCP clients commonly
 // omit arguments for tools that take none.
 func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 	if NoArgs(raw) || string(bytes.TrimSpace(raw)) == "{}" {
 		return e.emptyErr
+	}
+	if d := depth(raw); d > MaxArgsDepth {
+		return fmt.Errorf("arguments nest deeper than %d levels", MaxArgsDepth)
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -94,6 +102,36 @@ func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 		return e.emptyErr
 	}
 	return e.input.Validate(m)
+}
+
+// depth is how deeply raw's arrays and objects nest, counting brackets
+// outside strings; it stops counting past MaxArgsDepth. Malformed JSON is
+// for the decoder to refuse.
+func depth(raw []byte) int {
+	d, deepest, inString := 0, 0, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if d++; d > deepest {
+				deepest = d
+				if deepest > MaxArgsDepth {
+					return deepest
+				}
+			}
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
 }
 
 // namePattern is the capability naming rule: lower-case dotted segments.

@@ -308,3 +308,33 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
+
+// Arguments nested deeper than MaxArgsDepth are refused before they are
+// decoded, even where the schema lets a value be anything; brackets inside
+// strings are text, not nesting.
+func TestValidateArgsDepth(t *testing.T) {
+	reg := registry.New([]string{"booking"})
+	c := cancel()
+	c.InputSchema = json.RawMessage(`{"type":"object","properties":{"any":{}}}`)
+	if err := reg.Add(c); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := reg.Lookup(c.Name)
+	nest := func(n int) json.RawMessage {
+		// {"any": + n-1 arrays: the object is one level.
+		return json.RawMessage(`{"any":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + `}`)
+	}
+	if err := e.ValidateArgs(nest(registry.MaxArgsDepth)); err != nil {
+		t.Errorf("%d levels: %v", registry.MaxArgsDepth, err)
+	}
+	for _, n := range []int{registry.MaxArgsDepth + 1, 100_000} {
+		err := e.ValidateArgs(nest(n))
+		if err == nil || !strings.Contains(err.Error(), "nest deeper than 32 levels") {
+			t.Errorf("%d levels: %v", n, err)
+		}
+	}
+	text := json.RawMessage(`{"any":"` + strings.Repeat("[{", 1000) + `\"]"}`)
+	if err := e.ValidateArgs(text); err != nil {
+		t.Errorf("brackets in a string counted as nesting: %v", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -27,6 +29,7 @@ const (
 const (
 	DefaultRequestTimeout  = 30 * time.Second
 	DefaultShutdownTimeout = 15 * time.Second
+	DefaultMaxInFlight     = 1024
 	// maxHeaderTimeout caps the time to receive request headers, however
 	// long the request timeout: headers are small, and a trickle of them is
 	// the cheapest way to hold a connection.
@@ -57,6 +60,9 @@ type Options struct {
 	Instructions string
 	// MaxBodyBytes bounds a request body; 0 means mcp.DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxInFlight bounds the MCP requests served at once; one more is
+	// answered 503 at once. 0 means DefaultMaxInFlight.
+	MaxInFlight int
 	// RequestTimeout bounds one request, from reading it to the handler's
 	// deadline; 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -83,11 +89,20 @@ type Options struct {
 
 // Server is capgate's HTTP server: the MCP endpoint and a health check.
 type Server struct {
-	opts Options
-	echo *echo.Echo
-	http *http.Server
-	log  *slog.Logger
+	opts   Options
+	echo   *echo.Echo
+	http   *http.Server
+	log    *slog.Logger
+	active atomic.Int64 // MCP requests being served
+	// refused counts requests refused as busy since busyLogged (unix
+	// nanoseconds), when the last line saying so was written.
+	refused    atomic.Int64
+	busyLogged atomic.Int64
 }
+
+// busyLogEvery spaces the lines saying requests were refused as busy: a
+// flood must not become a flood of log lines.
+const busyLogEvery = 10 * time.Second
 
 // New builds the server. It panics when Dispatcher or Auth is missing, as
 // that is a wiring mistake no request could recover from.
@@ -104,6 +119,9 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
 	s := &Server{opts: opts, log: opts.Logger}
 
 	e := echo.New()
@@ -119,6 +137,14 @@ func New(opts Options) *Server {
 		Logger:         opts.Logger,
 	})
 	endpoint := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
+		// Bounded before the body is read: the requests held at once,
+		// and so the memory their bodies take, stay bounded however many
+		// clients connect.
+		if n := s.active.Add(1); n > int64(s.opts.MaxInFlight) {
+			s.active.Add(-1)
+			return s.busy(c)
+		}
+		defer s.active.Add(-1)
 		adapter.Serve(c.Response(), c.Request(), p)
 		return nil
 	})
@@ -219,6 +245,21 @@ func (s *Server) authenticated(next principalHandler) echo.HandlerFunc {
 		}
 		return next(c, p)
 	}
+}
+
+// busy answers a request over MaxInFlight: 503 with Retry-After, and a
+// JSON-RPC error saying why, so a client backs off instead of queuing.
+func (s *Server) busy(c echo.Context) error {
+	c.Response().Header().Set("Retry-After", "1")
+	n := s.refused.Add(1)
+	now := time.Now().UnixNano()
+	if last := s.busyLogged.Load(); now-last >= int64(busyLogEvery) && s.busyLogged.CompareAndSwap(last, now) {
+		s.refused.Add(-n)
+		s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "http: busy, requests refused",
+			slog.Int64("refused", n), slog.Int("max_in_flight", s.opts.MaxInFlight))
+	}
+	return c.JSONBlob(http.StatusServiceUnavailable, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"server busy: `+
+		strconv.Itoa(s.opts.MaxInFlight)+` requests in flight (http.max_in_flight); retry shortly"}}`))
 }
 
 // withTimeout gives the request a deadline, which the gate and the plugin

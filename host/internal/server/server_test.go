@@ -535,3 +535,57 @@ func TestTimeoutsDerivedFromOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxInFlight: with MaxInFlight requests being served, one more is
+// answered 503 with Retry-After at once, before its body is read; health
+// probes still answer; once a slot is free requests are served again.
+func TestMaxInFlight(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.MaxInFlight = 2 })
+	f.platform.SlowRelease = make(chan struct{})
+	f.platform.SlowStarted = make(chan struct{}, 2)
+	base := f.serve(t)
+	done := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := http.DefaultClient.Do(mcpRequest(t, http.MethodPost, base+MCPPath, "Bearer "+adminToken, callBody(mcptest.Slow, `{}`)))
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	}
+	<-f.platform.SlowStarted
+	<-f.platform.SlowStarted
+	resp, err := http.DefaultClient.Do(mcpRequest(t, http.MethodPost, base+MCPPath, "Bearer "+adminToken, callBody(mcptest.Search, `{"query":"a"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(string(body), "server busy: 2 requests in flight (http.max_in_flight)") {
+		t.Errorf("third request = %d %q (Retry-After %q)", resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	}
+	if code, _, _ := getHealth(t, http.MethodGet, base); code != 200 {
+		t.Errorf("health probe while busy = %d", code)
+	}
+	close(f.platform.SlowRelease)
+	for range 2 {
+		if code := <-done; code != 200 {
+			t.Errorf("slow call = %d", code)
+		}
+	}
+	resp, err = http.DefaultClient.Do(mcpRequest(t, http.MethodPost, base+MCPPath, "Bearer "+adminToken, callBody(mcptest.Search, `{"query":"a"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("request after the slots came back = %d", resp.StatusCode)
+	}
+	if n := strings.Count(f.logs.String(), "http: busy, requests refused"); n != 1 {
+		t.Errorf("%d busy log lines, want 1", n)
+	}
+}
