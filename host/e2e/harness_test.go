@@ -54,6 +54,30 @@ type builtBinaries struct {
 // platform.list.
 var pluginNames = []string{"booking", "search"}
 
+// testPlugins are built beside them for the tests that add them to a host
+// (withProbe), from their source directories.
+var testPlugins = map[string]string{"probe": "./host/e2e/testdata/plugins/probe"}
+
+// startProbeHost is startHost with the probe test plugin added.
+func startProbeHost(t *testing.T) *host {
+	t.Helper()
+	dir := t.TempDir()
+	return startHostWith(t, dir, "{seed: demo}", withProbe(filepath.Join(dir, "capgate-plugin-probe")))
+}
+
+// withProbe is a config edit that adds the probe test plugin (probe.slow,
+// probe.big, probe.echo; pack probe, permission probe.run, which every
+// demo role gets) to a host's config.
+func withProbe(probePath string) func(string) string {
+	return func(cfg string) string {
+		cfg = strings.Replace(cfg, "packs: {booking: true, search: true}", "packs: {booking: true, search: true, probe: true}", 1)
+		for _, role := range []string{"customer: [", "guest: ["} {
+			cfg = strings.Replace(cfg, role, role+"probe.run, ", 1)
+		}
+		return cfg + fmt.Sprintf("  - {name: probe, path: %s}\n", strconv.Quote(probePath))
+	}
+}
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capgate-e2e-bin-")
 	if err != nil {
@@ -109,6 +133,10 @@ func binaries(t *testing.T) builtBinaries {
 		for _, name := range pluginNames {
 			b.plugins[name] = filepath.Join(binDir, "capgate-plugin-"+name)
 			builds = append(builds, []string{"build", "-o", b.plugins[name], "./plugins/" + name})
+		}
+		for name, src := range testPlugins {
+			b.plugins[name] = filepath.Join(binDir, "capgate-plugin-"+name)
+			builds = append(builds, []string{"build", "-o", b.plugins[name], src})
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, len(builds))
@@ -200,7 +228,7 @@ func startHostWith(t *testing.T, dir, bookingConfig string, edit func(string) st
 	t.Helper()
 	bins := binaries(t)
 	plugins := map[string]string{}
-	for _, name := range pluginNames {
+	for name := range bins.plugins {
 		plugins[name] = filepath.Join(dir, "capgate-plugin-"+name)
 		if _, err := os.Stat(plugins[name]); err == nil {
 			continue
@@ -316,7 +344,7 @@ func (h *host) stop() {
 		}
 	}
 	procs := h.pluginProcs()
-	for _, name := range pluginNames {
+	for name := range h.plugins {
 		if left := procs[name]; len(left) > 0 {
 			t.Errorf("%s plugin processes left after the host exited: %v", name, left)
 			for _, pid := range left {

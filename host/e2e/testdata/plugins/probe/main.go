@@ -1,0 +1,81 @@
+// Command probe is a test plugin for the end-to-end tests: capabilities
+// that hold a call, return a result of a chosen size, or take any JSON,
+// so tests can load the host the way a slow, chatty or hostile plugin
+// would. It is not built into the product.
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/capgate/capgate/sdk"
+)
+
+// Pack and Permission of every probe capability.
+const (
+	Pack       = "probe"
+	Permission = "probe.run"
+)
+
+type slowIn struct {
+	// MS is how long the call holds, unless cancelled first.
+	MS int `json:"ms" capgate:"minimum=0,maximum=600000"`
+	// Tag names the call in the plugin's log.
+	Tag string `json:"tag,omitempty" capgate:"maxLength=64"`
+}
+
+type slowOut struct {
+	Waited int `json:"waited_ms"`
+}
+
+type bigIn struct {
+	Bytes int `json:"bytes" capgate:"minimum=0,maximum=67108864"`
+}
+
+type bigOut struct {
+	Text string `json:"text"`
+}
+
+type echoIn struct {
+	Value any `json:"value"`
+}
+
+type echoOut struct {
+	PID int `json:"pid"`
+}
+
+func main() {
+	p := sdk.New("probe", "1.0.0")
+	sdk.Add(p, sdk.Tool[slowIn, slowOut]{
+		Name: "probe.slow", Description: "Hold the call for ms milliseconds, or until it is cancelled.",
+		Kind: sdk.Read, Pack: Pack, Permission: Permission,
+		Handler: func(ctx context.Context, call sdk.Call, in slowIn) (slowOut, error) {
+			start := time.Now()
+			select {
+			case <-time.After(time.Duration(in.MS) * time.Millisecond):
+				return slowOut{Waited: int(time.Since(start).Milliseconds())}, nil
+			case <-ctx.Done():
+				p.Logger().Info("slow call ended", "tag", in.Tag, "cause", ctx.Err().Error(),
+					"after_ms", time.Since(start).Milliseconds())
+				return slowOut{}, ctx.Err()
+			}
+		},
+	})
+	sdk.Add(p, sdk.Tool[bigIn, bigOut]{
+		Name: "probe.big", Description: "Return a text of the given number of bytes.",
+		Kind: sdk.Read, Pack: Pack, Permission: Permission,
+		Handler: func(ctx context.Context, call sdk.Call, in bigIn) (bigOut, error) {
+			return bigOut{Text: strings.Repeat("x", in.Bytes)}, nil
+		},
+	})
+	sdk.Add(p, sdk.Tool[echoIn, echoOut]{
+		Name: "probe.echo", Description: "Take any JSON value; answer the plugin's pid.",
+		Kind: sdk.Read, Pack: Pack, Permission: Permission,
+		Handler: func(ctx context.Context, call sdk.Call, in echoIn) (echoOut, error) {
+			return echoOut{PID: os.Getpid()}, nil
+		},
+	})
+	sdk.Serve(p)
+}
