@@ -184,6 +184,43 @@ func TestShutdownDrainsCallsAndPlugins(t *testing.T) {
 	// Right after the host's exit, none of its plugins may run: not the
 	// ones seen before, nor any other process of a plugin binary.
 	checkNoPlugins(t, h, plugins)
+
+	// A normal shutdown is no failure: nothing logs an error (the search
+	// plugin's subscription to the bus used to report the host hanging up).
+	for _, line := range strings.Split(h.logText(), "\n") {
+		if strings.Contains(line, "level=ERROR") {
+			t.Errorf("the shutdown logged an error: %s", line)
+		}
+	}
+}
+
+// TestSIGHUPIsLoggedAndIgnored: a SIGHUP (a closed terminal, an operator
+// expecting a reload) neither ends the host nor goes unnoticed: it logs
+// that the signal was ignored and keeps serving.
+func TestSIGHUPIsLoggedAndIgnored(t *testing.T) {
+	needE2E(t)
+	h := startHost(t)
+	if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(h.logText(), "SIGHUP received and ignored") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line about the SIGHUP within 10s:\n%s", h.logText())
+		}
+		select {
+		case <-h.done:
+			t.Fatalf("SIGHUP ended the host (%v)", h.werr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	resp, err := http.DefaultClient.Do(newListRequest(h, strings.NewReader(listCall)))
+	if err != nil {
+		t.Fatalf("a call after SIGHUP: %v", err)
+	}
+	if problem := checkListResponse(resp); problem != "" {
+		t.Errorf("a call after SIGHUP: %s", problem)
+	}
 }
 
 // runningPlugins returns the live processes of each of the host's plugins,
