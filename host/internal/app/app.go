@@ -122,6 +122,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err := plugins.Register(reg); err != nil {
 		return nil, err
 	}
+	for _, u := range reg.Unbounded() {
+		log.Warn("capability input has no declared bounds; only http.max_body_bytes limits it", "capability", u.Name, "plugin", u.Plugin, "unbounded", strings.Join(u.Places, "; "))
+	}
 	providers := plugins.Providers()
 	pack, err := eventspack.New(bus, cfg.MaxResults)
 	if err != nil {
