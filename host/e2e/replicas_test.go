@@ -293,6 +293,10 @@ func TestDeployKubernetes(t *testing.T) {
 	if p := digString(ctr, "readinessProbe", "httpGet", "path"); p != "/healthz" {
 		t.Errorf("readiness probe path = %q, want /healthz", p)
 	}
+	// Liveness on /livez: a plugin being restarted must not restart the pod.
+	if p := digString(ctr, "livenessProbe", "httpGet", "path"); p != "/livez" {
+		t.Errorf("liveness probe path = %q, want /livez", p)
+	}
 	if port := digString(ctr, "ports", 0, "name"); port == "" || port != digString(svc, "spec", "ports", 0, "targetPort") || port != digString(ctr, "readinessProbe", "httpGet", "port") {
 		t.Errorf("container port %q, Service targetPort %q and probe port %q must agree", port, digString(svc, "spec", "ports", 0, "targetPort"), digString(ctr, "readinessProbe", "httpGet", "port"))
 	}
