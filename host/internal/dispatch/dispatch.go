@@ -163,20 +163,67 @@ func New(reg *registry.Registry, policy Policy, providers map[string]Provider) (
 	return d, nil
 }
 
-// maxReasonBytes bounds the validator's explanation an agent reads: it may
-// quote the offending value, which the caller chose and may have made huge.
-const maxReasonBytes = 512
+// The validator's explanation may quote the offending value, which the
+// caller chose and may have made huge, before the limit it broke ("maxLength:
+// "…" contains 300000 Unicode code points, more than 500"). The agent reads
+// each quoted value cut to maxQuoteBytes, and the whole at most
+// maxReasonBytes.
+const (
+	maxQuoteBytes  = 64
+	maxReasonBytes = 512
+)
 
-// shorten cuts msg to maxReasonBytes at a character boundary.
+// shorten cuts the quoted values in msg, then msg itself, at character
+// boundaries.
 func shorten(msg string) string {
-	if len(msg) <= maxReasonBytes {
+	if len(msg) <= maxQuoteBytes {
 		return msg
 	}
-	n := maxReasonBytes
-	for n > 0 && !utf8.RuneStart(msg[n]) {
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		q := strings.IndexByte(msg[i:], '"')
+		if q < 0 {
+			b.WriteString(msg[i:])
+			break
+		}
+		b.WriteString(msg[i : i+q+1])
+		start := i + q + 1
+		end := start
+		for end < len(msg) && msg[end] != '"' {
+			if msg[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		end = min(end, len(msg))
+		if end-start > maxQuoteBytes {
+			b.WriteString(cutAt(msg[start:], maxQuoteBytes))
+			b.WriteString("…")
+		} else {
+			b.WriteString(msg[start:end])
+		}
+		if end < len(msg) {
+			b.WriteByte('"')
+		}
+		i = end + 1
+	}
+	out := b.String()
+	if len(out) > maxReasonBytes {
+		out = cutAt(out, maxReasonBytes) + "… (cut)"
+	}
+	return out
+}
+
+// cutAt is the longest prefix of s of at most n bytes that ends on a
+// character boundary.
+func cutAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return msg[:n] + "… (cut)"
+	return s[:n]
 }
 
 // Registry returns the registry the dispatcher gates.

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/host/internal/registry"
 )
 
 // refusalAt fails the test unless err is a *Refusal at step for capability.
@@ -488,14 +490,30 @@ func TestConcurrentInvokeAndVisible(t *testing.T) {
 var _ dispatch.Provider = (*desk)(nil)
 
 // The validator's explanation may quote the offending value; the agent
-// reads at most a bounded part of it, whatever the caller sent.
+// reads at most a bounded part of it, whatever the caller sent, and still
+// reads the limit that was broken.
 func TestInvalidArgumentMessageIsBounded(t *testing.T) {
 	d, dk := newGate(t, deskPolicy())
-	huge := strings.Repeat("x", 300_000)
+	huge := strings.Repeat("é", 150_000)
 	_, err := d.Invoke(context.Background(), aliceAction, capList, json.RawMessage(`{"limit":"`+huge+`"}`))
 	te := toolError(t, err, dispatch.InvalidInput)
-	if len(te.Message) > 600 || !strings.HasPrefix(te.Message, "invalid arguments for booking.list: ") {
+	if len(te.Message) > 600 || !strings.HasPrefix(te.Message, "invalid arguments for booking.list: ") || !utf8.ValidString(te.Message) {
 		t.Errorf("message is %d bytes: %.200q", len(te.Message), te.Message)
 	}
 	untouched(t, dk)
+
+	reg := registry.New([]string{"booking"})
+	if err := reg.Add(registry.Capability{Name: "booking.note", Kind: registry.Read, Pack: "booking", Plugin: "desk",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","maxLength":500}}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := dispatch.New(reg, deskPolicy(), map[string]dispatch.Provider{"desk": newDesk()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d2.Invoke(context.Background(), aliceRead, "booking.note", json.RawMessage(`{"text":"`+strings.Repeat("w ", 100_000)+`"}`))
+	te = toolError(t, err, dispatch.InvalidInput)
+	if len(te.Message) > 600 || !strings.Contains(te.Message, "contains 200000 Unicode code points, more than 500") {
+		t.Errorf("over-long string: %q", te.Message)
+	}
 }
