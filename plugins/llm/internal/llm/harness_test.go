@@ -11,6 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/standard"
+	"github.com/blevesearch/bleve/v2/mapping"
 
 	"github.com/capgate/capgate/plugins/llm/internal/llm"
 	"github.com/capgate/capgate/sdk"
@@ -158,13 +163,67 @@ var records = []record{
 	{"subscription.plan", "plan-pro", "Pro plan projector bundle", map[string]any{"price": "49 EUR", "code": "PLAN-PRO-CODE"}},
 }
 
+// The search plugin's limits on one query (its index package is internal
+// to it, so they are restated, as llm.ask restates them).
+const (
+	searchMaxQueryLen = 500
+	searchMaxTerms    = 32
+)
+
+// analyzer is the one the search index analyzes queries with: bleve's
+// standard analyzer (Unicode word splitting, lower case, English stop
+// words), so the stand-in counts a query's terms as the search does.
+var analyzer = func() analysis.Analyzer {
+	a := mapping.NewIndexMapping().AnalyzerNamed(standard.Name)
+	if a == nil {
+		panic("bleve's standard analyzer is missing")
+	}
+	return a
+}()
+
+// searchTerms analyzes q as the search index does; a quoted phrase's words
+// count as terms too.
+func searchTerms(q string) []string {
+	var out []string
+	for _, tok := range analyzer.Analyze([]byte(strings.ReplaceAll(q, `"`, " "))) {
+		out = append(out, string(tok.Term))
+	}
+	return out
+}
+
+// searchLimitError is the search plugin's refusal of a query over its
+// limits, or nil.
+func searchLimitError(q string) error {
+	q = strings.TrimSpace(q)
+	if n := utf8.RuneCountInString(q); n > searchMaxQueryLen {
+		return sdk.InvalidInput("query is %d characters long; at most %d are accepted: keep the words that matter", n, searchMaxQueryLen)
+	}
+	if n := len(searchTerms(q)); n > searchMaxTerms {
+		return sdk.InvalidInput("query has %d search terms; at most %d are accepted (the words of quoted phrases count, "+
+			"stop words such as \"the\" and \"of\" do not): keep the words that matter", n, searchMaxTerms)
+	}
+	return nil
+}
+
 // catalogue is a stand-in for the search plugin (internal to its own
-// plugin, so not importable): platform.search matches any query word of 3+
+// plugin, so not importable): platform.search refuses queries over the
+// search's limits as it does, and matches any analyzed query term of 3+
 // letters in a record's title or data, in the order of records.
 type catalogue struct {
 	mu       sync.Mutex
 	searches []map[string]any
 	gets     []string
+}
+
+// lastQuery is the query of the last search the stand-in received.
+func (c *catalogue) lastQuery(t *testing.T) string {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.searches) == 0 {
+		t.Fatal("platform.search was not called")
+	}
+	return c.searches[len(c.searches)-1]["query"].(string)
 }
 
 func (c *catalogue) plugin() *sdk.Plugin {
@@ -199,6 +258,9 @@ func (c *catalogue) plugin() *sdk.Plugin {
 			c.mu.Lock()
 			c.searches = append(c.searches, map[string]any{"query": in.Query, "entity": in.Entity, "limit": in.Limit})
 			c.mu.Unlock()
+			if err := searchLimitError(in.Query); err != nil {
+				return searchOut{}, err
+			}
 			if in.Entity != "" && in.Entity != "booking.resource" && in.Entity != "subscription.plan" {
 				return searchOut{}, sdk.InvalidInput("unknown entity type %q; known: booking.resource, subscription.plan", in.Entity)
 			}
@@ -209,8 +271,7 @@ func (c *catalogue) plugin() *sdk.Plugin {
 				}
 				data, _ := json.Marshal(r.data)
 				text := strings.ToLower(r.title + " " + string(data))
-				for _, w := range strings.Fields(strings.ToLower(in.Query)) {
-					w = strings.Trim(w, "?.,!")
+				for _, w := range searchTerms(in.Query) {
 					if len(w) >= 3 && strings.Contains(text, w) {
 						out.Hits = append(out.Hits, hit{r.entity, r.id, r.title, "snippet of " + r.title, float64(10 - i)})
 						break

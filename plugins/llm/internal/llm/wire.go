@@ -3,12 +3,17 @@ package llm
 // The capability's input and output. Their JSON Schemas, inferred by the
 // SDK, are what agents see: the jsonschema tags are written for them.
 
-// AskIn is llm.ask's input.
+// AskIn is llm.ask's input. Its capgate tags are the one statement of its
+// bounds: agents read them in tools/list, the host refuses what exceeds
+// them, and the plugin's own checks read them back (bounds.go).
 type AskIn struct {
-	Question string `json:"question" jsonschema:"the question to answer, in words, e.g. which rooms have a projector?"`
-	Entity   string `json:"entity,omitempty" jsonschema:"ground the answer only in records of this catalogue entity type, e.g. booking.resource; every type when omitted"`
+	// Question is bounded because a longer one is no question but a
+	// document, and would only crowd the sources out of the window.
+	Question string `json:"question" capgate:"maxLength=4000" jsonschema:"the question to answer, in words, e.g. which rooms have a projector?"`
+	// Entity's bound is platform.search's own.
+	Entity string `json:"entity,omitempty" capgate:"maxLength=128" jsonschema:"ground the answer only in records of this catalogue entity type, e.g. booking.resource; every type when omitted"`
 	// MaxSources bounds how many catalogue records go into the prompt.
-	MaxSources int `json:"max_sources,omitempty" jsonschema:"at most this many catalogue records to ground the answer in; 5 when omitted, and a larger value is capped to the server's max_results"`
+	MaxSources int `json:"max_sources,omitempty" capgate:"minimum=0,maximum=1000" jsonschema:"at most this many catalogue records to ground the answer in; 5 when omitted, and a larger value is capped to the server's max_results"`
 }
 
 // Source is a catalogue record the answer was grounded in.
