@@ -55,6 +55,8 @@ const dsKillAfter = 40
 // dsBackend is a booking store the test runs against.
 type dsBackend struct {
 	name string
+	// dsn is the PostgreSQL database's, empty for SQLite.
+	dsn string
 	// bookingConfig is the booking plugin's config block, as a YAML flow
 	// mapping.
 	bookingConfig string
@@ -539,6 +541,7 @@ func postgresBackend(t *testing.T) dsBackend {
 	dsn := u.String()
 	return dsBackend{
 		name:          "postgres",
+		dsn:           dsn,
 		bookingConfig: fmt.Sprintf("{seed: demo, dsn: %q}", dsn),
 		check: func(t *testing.T, _ string, want map[string]dsBooking) {
 			t.Helper()
@@ -593,9 +596,18 @@ func (o dsOutcome) String() string {
 }
 
 func (c *mcpClient) call(h *host, token, tool string, args any) dsOutcome {
+	return c.callMeta(h, token, tool, args, nil)
+}
+
+// callMeta is call with _meta in the params (nil: none), e.g. an
+// idempotency key.
+func (c *mcpClient) callMeta(h *host, token, tool string, args any, meta map[string]any) dsOutcome {
+	params := map[string]any{"name": tool, "arguments": args}
+	if meta != nil {
+		params["_meta"] = meta
+	}
 	body, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0", "id": c.id.Add(1), "method": "tools/call",
-		"params": map[string]any{"name": tool, "arguments": args},
+		"jsonrpc": "2.0", "id": c.id.Add(1), "method": "tools/call", "params": params,
 	})
 	if err != nil {
 		return dsOutcome{err: err}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
 )
@@ -35,10 +36,12 @@ func replicaPair(t *testing.T) (r1, r2 *host) {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	// The events pack too, so a replica can poll what the other published.
+	// The events pack too, so a replica can poll what the other published;
+	// and the host's own records on the shared database, as
+	// deploy/capgate-replica.yaml has them.
 	edit := func(cfg string) string {
 		cfg = strings.Replace(cfg, "packs: {booking: true, search: true}",
-			fmt.Sprintf("packs: {booking: true, search: true, events: true}\nevents: {nats_url: %q, stream: %s}", url, stream), 1)
+			fmt.Sprintf("packs: {booking: true, search: true, events: true}\nevents: {nats_url: %q, stream: %s}\ndatabase: {dsn: %q}", url, stream, pg.dsn), 1)
 		return strings.Replace(cfg, "customer: [booking.read, booking.write, catalogue.read]",
 			"customer: [booking.read, booking.write, catalogue.read, events.read]", 1)
 	}
@@ -151,6 +154,33 @@ func TestReplicas(t *testing.T) {
 		}
 		if won != 1 || taken != 49 {
 			t.Errorf("%d bookings and %d refused as taken, want 1 and 49", won, taken)
+		}
+	})
+
+	t.Run("an idempotency key is honoured across replicas", func(t *testing.T) {
+		// The answer of a create on replica 1 is lost; the client retries
+		// with the same key, and the load balancer sends it to replica 2:
+		// the first outcome comes back, and nothing is booked twice. 20
+		// racing repeats over both replicas book nothing more either.
+		args := map[string]any{"resource_id": "room-cirrus", "start": freeSlot(t, c, r1, "room-cirrus")}
+		meta := map[string]any{dispatch.MetaIdempotencyKey: fmt.Sprintf("replicas-%d", time.Now().UnixNano())}
+		first := c.callMeta(r1, tokenAlice, "booking.create", args, meta)
+		if first.err != nil || first.rpcErr != nil || first.isError {
+			t.Fatalf("create on replica 1: %s", first)
+		}
+		again := c.callMeta(r2, tokenAlice, "booking.create", args, meta)
+		if string(again.structured) != string(first.structured) || again.isError {
+			t.Errorf("the repeat on replica 2 = %s, want the first outcome %s", again, first.structured)
+		}
+		outs := race(20, func(i int) dsOutcome { return c.callMeta(replicas[i%2], tokenAlice, "booking.create", args, meta) })
+		for _, o := range outs {
+			if o.err != nil || o.rpcErr != nil || o.isError || string(o.structured) != string(first.structured) {
+				t.Errorf("a racing repeat: %s", o)
+			}
+		}
+		// Without the key the slot is taken: there is exactly one booking.
+		if o := c.call(r2, tokenAlice, "booking.create", args); !o.isError || !strings.Contains(o.text, "already booked") {
+			t.Errorf("a create without the key: %s, want the slot already booked", o)
 		}
 	})
 
