@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -249,16 +250,7 @@ func (p *Plugin) watch(inst *instance) (reason string, died bool) {
 // what the host registered.
 type describeChange struct{ changes []string }
 
-func (c *describeChange) Error() string {
-	msg := ""
-	for i, s := range c.changes {
-		if i > 0 {
-			msg += "; "
-		}
-		msg += s
-	}
-	return msg
-}
+func (c *describeChange) Error() string { return strings.Join(c.changes, "; ") }
 
 // compareDescriptions lists what differs between the registered
 // description and a restarted process's, or returns nil when the
@@ -266,47 +258,38 @@ func (c *describeChange) Error() string {
 // change: a rebuilt binary with the same capabilities serves the same
 // calls.
 func compareDescriptions(was, now *capgatev1.DescribeResponse) error {
-	var changes []string
-	caps := map[string]*capgatev1.Capability{}
-	for _, c := range now.Capabilities {
-		caps[c.Name] = c
-	}
-	for _, c := range was.Capabilities {
-		n, ok := caps[c.Name]
-		switch {
-		case !ok:
-			changes = append(changes, "capability "+c.Name+" is gone")
-		case !proto.Equal(c, n):
-			changes = append(changes, "capability "+c.Name+" changed")
-		}
-		delete(caps, c.Name)
-	}
-	for _, c := range now.Capabilities {
-		if _, added := caps[c.Name]; added {
-			changes = append(changes, "capability "+c.Name+" is new")
-		}
-	}
-	ents := map[string]*capgatev1.EntityType{}
-	for _, e := range now.Entities {
-		ents[e.Name] = e
-	}
-	for _, e := range was.Entities {
-		n, ok := ents[e.Name]
-		switch {
-		case !ok:
-			changes = append(changes, "entity type "+e.Name+" is gone")
-		case !proto.Equal(e, n):
-			changes = append(changes, "entity type "+e.Name+" changed")
-		}
-		delete(ents, e.Name)
-	}
-	for name := range ents {
-		changes = append(changes, "entity type "+name+" is new")
-	}
+	changes := diffNamed("capability", was.Capabilities, now.Capabilities, (*capgatev1.Capability).GetName)
+	changes = append(changes, diffNamed("entity type", was.Entities, now.Entities, (*capgatev1.EntityType).GetName)...)
 	if len(changes) == 0 {
 		return nil
 	}
 	return &describeChange{changes: changes}
+}
+
+// diffNamed lists the declarations of kind gone from now, changed in it,
+// and new in it, compared with was, by name.
+func diffNamed[T proto.Message](kind string, was, now []T, name func(T) string) []string {
+	var changes []string
+	byName := make(map[string]T, len(now))
+	for _, d := range now {
+		byName[name(d)] = d
+	}
+	for _, d := range was {
+		n, ok := byName[name(d)]
+		switch {
+		case !ok:
+			changes = append(changes, kind+" "+name(d)+" is gone")
+		case !proto.Equal(d, n):
+			changes = append(changes, kind+" "+name(d)+" changed")
+		}
+		delete(byName, name(d))
+	}
+	for _, d := range now {
+		if _, added := byName[name(d)]; added {
+			changes = append(changes, kind+" "+name(d)+" is new")
+		}
+	}
+	return changes
 }
 
 // unavailable is the error for a call to a plugin that no process serves
