@@ -108,6 +108,11 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	for i, p := range cfg.Plugins {
+		for _, name := range p.EnvMissing {
+			fmt.Fprintf(stderr, "warning: plugins[%d].env: %s is not set here, so plugin %q would start without it\n", i, name, p.Name)
+		}
+	}
 	fmt.Fprintf(stdout, "%s: ok (%s, %s)\n", path, count(len(cfg.Tokens), "token"), count(len(cfg.Plugins), "plugin"))
 	return 0
 }
