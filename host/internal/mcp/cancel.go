@@ -25,47 +25,63 @@ type callKey struct {
 // running is the set of cancellable requests in flight.
 type running struct {
 	mu    sync.Mutex
-	calls map[callKey]*runningCall
+	seq   uint64
+	calls map[callKey]runningCall
 }
 
 type runningCall struct {
+	seq    uint64 // tells a registration from a later one under the same key
 	cancel context.CancelFunc
 }
 
-// start registers a request and returns its context and the function that
-// ends the registration. Of two requests with the same key (a client
-// reusing an id while the first still runs), a cancellation reaches the
-// newer one.
-func (r *running) start(ctx context.Context, k callKey) (context.Context, func()) {
+// registration is one request in running, until end.
+type registration struct {
+	r      *running
+	k      callKey
+	seq    uint64
+	cancel context.CancelFunc
+}
+
+// start registers a request and returns its context and its registration.
+// Of two requests with the same key (a client reusing an id while the first
+// still runs), a cancellation reaches the newer one.
+func (r *running) start(ctx context.Context, k callKey) (context.Context, registration) {
 	ctx, cancel := context.WithCancel(ctx)
-	rc := &runningCall{cancel: cancel}
 	r.mu.Lock()
 	if r.calls == nil {
-		r.calls = map[callKey]*runningCall{}
+		r.calls = map[callKey]runningCall{}
 	}
-	r.calls[k] = rc
+	r.seq++
+	g := registration{r: r, k: k, seq: r.seq, cancel: cancel}
+	r.calls[k] = runningCall{seq: g.seq, cancel: cancel}
 	r.mu.Unlock()
-	return ctx, func() {
-		r.mu.Lock()
-		if r.calls[k] == rc {
-			delete(r.calls, k)
-		}
-		r.mu.Unlock()
-		cancel()
+	return ctx, g
+}
+
+// end removes the registration, unless a newer one took its key, and
+// releases its context.
+func (g registration) end() {
+	if g.r == nil {
+		return
 	}
+	g.r.mu.Lock()
+	if g.r.calls[g.k].seq == g.seq {
+		delete(g.r.calls, g.k)
+	}
+	g.r.mu.Unlock()
+	g.cancel()
 }
 
 // cancel cancels the request k names, if it runs here; it reports whether
 // one did.
 func (r *running) cancel(k callKey) bool {
 	r.mu.Lock()
-	rc := r.calls[k]
+	rc, ok := r.calls[k]
 	r.mu.Unlock()
-	if rc == nil {
-		return false
+	if ok {
+		rc.cancel()
 	}
-	rc.cancel()
-	return true
+	return ok
 }
 
 // count is how many cancellable requests run now.
@@ -92,15 +108,15 @@ func idKey(raw []byte) (string, bool) {
 }
 
 // cancellable makes c's context cancellable by a notifications/cancelled
-// naming id from the same caller, until the returned function runs.
-func (c *call) cancellable(id []byte) func() {
+// naming id from the same caller, until the registration ends.
+func (c *call) cancellable(id []byte) registration {
 	k, ok := idKey(id)
 	if !ok {
-		return func() {}
+		return registration{}
 	}
-	var end func()
-	c.ctx, end = c.h.running.start(c.ctx, callKey{auth: c.auth, id: k})
-	return end
+	var g registration
+	c.ctx, g = c.h.running.start(c.ctx, callKey{auth: c.auth, id: k})
+	return g
 }
 
 // notification handles a notification; none is answered.

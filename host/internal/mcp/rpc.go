@@ -142,7 +142,8 @@ func (c *call) request(m *message, out []byte) (int, []byte) {
 	switch meth {
 	case mToolsCall, mResourcesList, mResourcesRead:
 		// These reach plugins and may run long: the client may cancel them.
-		defer c.cancellable(m.id)()
+		g := c.cancellable(m.id)
+		defer g.end()
 	}
 	switch meth {
 	case mToolsCall:
