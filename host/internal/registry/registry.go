@@ -80,6 +80,13 @@ func NoArgs(raw json.RawMessage) bool {
 // caller make every decoder and validator recurse without end.
 const MaxArgsDepth = 32
 
+// MaxArgsValues bounds the members and elements arguments may hold. They
+// are decoded whole before the schema is checked, at some forty times
+// their size in memory when they hold many small values: a 1 MiB body of
+// empty objects would take 40 MiB per request before its refusal. Counted
+// on the raw bytes first, a request over the bound costs only the count.
+const MaxArgsValues = 10_000
+
 // ValidateArgs checks raw JSON arguments against the input schema. An absent
 // body (see NoArgs) counts as the empty object, as MCP clients commonly
 // omit arguments for tools that take none.
@@ -87,8 +94,11 @@ func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 	if NoArgs(raw) || string(bytes.TrimSpace(raw)) == "{}" {
 		return e.emptyErr
 	}
-	if d := depth(raw); d > MaxArgsDepth {
+	switch d, n := shape(raw); {
+	case d > MaxArgsDepth:
 		return fmt.Errorf("arguments nest deeper than %d levels", MaxArgsDepth)
+	case n > MaxArgsValues:
+		return fmt.Errorf("arguments hold more than %d values (object members and array elements)", MaxArgsValues)
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -104,11 +114,13 @@ func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 	return e.input.Validate(m)
 }
 
-// depth is how deeply raw's arrays and objects nest, counting brackets
-// outside strings; it stops counting past MaxArgsDepth. Malformed JSON is
-// for the decoder to refuse.
-func depth(raw []byte) int {
-	d, deepest, inString := 0, 0, false
+// shape is how deeply raw's arrays and objects nest and about how many
+// values they hold: one per comma and one per container (so a container
+// counts once as a member and once for itself), outside strings. It stops
+// counting past either bound. Malformed JSON is for the
+// decoder to refuse.
+func shape(raw []byte) (deepest, values int) {
+	d, inString := 0, false
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		switch {
@@ -121,17 +133,20 @@ func depth(raw []byte) int {
 		case c == '"':
 			inString = true
 		case c == '{' || c == '[':
+			values++
 			if d++; d > deepest {
 				deepest = d
-				if deepest > MaxArgsDepth {
-					return deepest
-				}
 			}
+		case c == ',':
+			values++
 		case c == '}' || c == ']':
 			d--
 		}
+		if deepest > MaxArgsDepth || values > MaxArgsValues {
+			break
+		}
 	}
-	return deepest
+	return deepest, values
 }
 
 // namePattern is the capability naming rule: lower-case dotted segments.

@@ -338,3 +338,29 @@ func TestValidateArgsDepth(t *testing.T) {
 		t.Errorf("brackets in a string counted as nesting: %v", err)
 	}
 }
+
+// Arguments holding more than MaxArgsValues members and elements are
+// refused before they are decoded; commas inside strings do not count.
+func TestValidateArgsValues(t *testing.T) {
+	reg := registry.New([]string{"booking"})
+	c := cancel()
+	c.InputSchema = json.RawMessage(`{"type":"object","properties":{"any":{}}}`)
+	if err := reg.Add(c); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := reg.Lookup(c.Name)
+	list := func(elem string, n int) json.RawMessage {
+		return json.RawMessage(`{"any":[` + strings.TrimSuffix(strings.Repeat(elem+",", n), ",") + `]}`)
+	}
+	if err := e.ValidateArgs(list("1", registry.MaxArgsValues-10)); err != nil {
+		t.Errorf("%d numbers: %v", registry.MaxArgsValues-10, err)
+	}
+	err := e.ValidateArgs(list("{}", 200_000))
+	if err == nil || !strings.Contains(err.Error(), "hold more than 10000 values") {
+		t.Errorf("200000 elements: %v", err)
+	}
+	text := json.RawMessage(`{"any":"` + strings.Repeat(",", 100_000) + `"}`)
+	if err := e.ValidateArgs(text); err != nil {
+		t.Errorf("commas in a string counted as values: %v", err)
+	}
+}
