@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,22 @@ func TestIdempotencyKeyInMeta(t *testing.T) {
 		if rep.errorCode(t) != codeInvalidParams || !contains(rep.errorObj(t)["message"].(string), dispatch.MetaIdempotencyKey+" must be a string") {
 			t.Errorf("key %v: %s", bad, rep.raw)
 		}
+	}
+}
+
+// A body nested deeper than the scanner follows is told so, not merely
+// that it is not JSON; one within the depth but malformed is not JSON.
+func TestParseErrorNamesTheDepth(t *testing.T) {
+	f := newFixture(t, Options{MaxBodyBytes: 1 << 20})
+	deep := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"v":` +
+		strings.Repeat("[", 20_000) + strings.Repeat("]", 20_000) + `}}}`
+	h := rpc{method: "tools/call"}.headers(Version20251125)
+	rep := f.do(mcptest.Alice, "POST", h, []byte(deep))
+	if rep.status != 400 || rep.errorCode(t) != codeParseError || rep.errorObj(t)["message"] != "parse error: the body nests deeper than 10000 levels" {
+		t.Errorf("deep body = %d %s", rep.status, rep.raw)
+	}
+	rep = f.do(mcptest.Alice, "POST", h, []byte(`{"jsonrpc":"2.0","id":1,"method":[[[}`))
+	if rep.status != 400 || rep.errorObj(t)["message"] != "parse error: the body is not valid JSON" {
+		t.Errorf("malformed body = %d %s", rep.status, rep.raw)
 	}
 }

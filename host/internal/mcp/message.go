@@ -1,6 +1,10 @@
 package mcp
 
-import "github.com/capgate/capgate/host/internal/dispatch"
+import (
+	"strconv"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
+)
 
 // message is one decoded JSON-RPC message. Every field is a sub-slice of the
 // request body, which stays alive (pooled) until the response is written.
@@ -31,7 +35,7 @@ func parseMessage(b []byte, m *message) (code int, msg string) {
 		if validJSON(v) {
 			return codeInvalidRequest, "invalid request: a JSON-RPC message is a JSON object"
 		}
-		return codeParseError, "parse error: the body is not valid JSON"
+		return codeParseError, notJSON(v)
 	}
 	var (
 		it                  = iterObject(v, 0)
@@ -66,7 +70,7 @@ func parseMessage(b []byte, m *message) (code int, msg string) {
 	}
 	if it.bad {
 		m.id = nil
-		return codeParseError, "parse error: the body is not valid JSON"
+		return codeParseError, notJSON(v)
 	}
 	if !stringIs(version, "2.0") {
 		return codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`
@@ -88,6 +92,29 @@ func parseMessage(b []byte, m *message) (code int, msg string) {
 		m.params = nil
 	}
 	return 0, ""
+}
+
+// notJSON is the parse error for a body the scanner refused: one nested
+// deeper than it follows is told so, any other is not JSON.
+func notJSON(b []byte) string {
+	d := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			if d++; d > maxDepth {
+				return "parse error: the body nests deeper than " + strconv.Itoa(maxDepth) + " levels"
+			}
+		case '}', ']':
+			d--
+		}
+	}
+	return "parse error: the body is not valid JSON"
 }
 
 // method identifies the methods the adapter serves.

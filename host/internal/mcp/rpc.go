@@ -64,7 +64,7 @@ func (c *call) unsupportedVersion(out, id []byte) []byte {
 // batch answers a JSON-RPC batch, which only 2025-03-26 allows.
 func (c *call) batch(body, out []byte) (int, []byte) {
 	if !validJSON(body) {
-		return http.StatusBadRequest, appendError(out, nil, codeParseError, "parse error: the body is not valid JSON")
+		return http.StatusBadRequest, appendError(out, nil, codeParseError, notJSON(body))
 	}
 	if c.ver == 0 {
 		return http.StatusBadRequest, c.unsupportedVersion(out, nil)

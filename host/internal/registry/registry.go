@@ -66,6 +66,9 @@ type Entry struct {
 	// once at Add: calls to tools that take no arguments are the common case
 	// and need no decoding or schema walk.
 	emptyErr error
+	// maxString is the most characters any string in valid arguments may
+	// have, or -1 when the schema leaves some string unbounded.
+	maxString int
 }
 
 // NoArgs reports whether raw is an absent argument body: empty, blank, or
@@ -75,18 +78,6 @@ func NoArgs(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
-// MaxArgsDepth bounds how deeply arguments may nest: no capability needs
-// more, and a schema that leaves a value open (any JSON) must not let a
-// caller make every decoder and validator recurse without end.
-const MaxArgsDepth = 32
-
-// MaxArgsValues bounds the members and elements arguments may hold. They
-// are decoded whole before the schema is checked, at some forty times
-// their size in memory when they hold many small values: a 1 MiB body of
-// empty objects would take 40 MiB per request before its refusal. Counted
-// on the raw bytes first, a request over the bound costs only the count.
-const MaxArgsValues = 10_000
-
 // ValidateArgs checks raw JSON arguments against the input schema. An absent
 // body (see NoArgs) counts as the empty object, as MCP clients commonly
 // omit arguments for tools that take none.
@@ -94,11 +85,8 @@ func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 	if NoArgs(raw) || string(bytes.TrimSpace(raw)) == "{}" {
 		return e.emptyErr
 	}
-	switch d, n := shape(raw); {
-	case d > MaxArgsDepth:
-		return fmt.Errorf("arguments nest deeper than %d levels", MaxArgsDepth)
-	case n > MaxArgsValues:
-		return fmt.Errorf("arguments hold more than %d values (object members and array elements)", MaxArgsValues)
+	if err := e.checkShape(raw); err != nil {
+		return err
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -112,41 +100,6 @@ func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 		return e.emptyErr
 	}
 	return e.input.Validate(m)
-}
-
-// shape is how deeply raw's arrays and objects nest and about how many
-// values they hold: one per comma and one per container (so a container
-// counts once as a member and once for itself), outside strings. It stops
-// counting past either bound. Malformed JSON is for the
-// decoder to refuse.
-func shape(raw []byte) (deepest, values int) {
-	d, inString := 0, false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case inString:
-			if c == '\\' {
-				i++
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			values++
-			if d++; d > deepest {
-				deepest = d
-			}
-		case c == ',':
-			values++
-		case c == '}' || c == ']':
-			d--
-		}
-		if deepest > MaxArgsDepth || values > MaxArgsValues {
-			break
-		}
-	}
-	return deepest, values
 }
 
 // namePattern is the capability naming rule: lower-case dotted segments.
@@ -202,7 +155,7 @@ func (r *Registry) Add(c Capability) error {
 			return fmt.Errorf("capability %q: output schema: %w", c.Name, err)
 		}
 	}
-	e := &Entry{Capability: c, input: in, emptyErr: in.Validate(map[string]any{})}
+	e := &Entry{Capability: c, input: in, emptyErr: in.Validate(map[string]any{}), maxString: longestString(c.InputSchema)}
 	r.byName[c.Name] = e
 	i, _ := slices.BinarySearchFunc(r.ordered, c.Name, func(e *Entry, n string) int { return strings.Compare(e.Name, n) })
 	r.ordered = slices.Insert(r.ordered, i, e)

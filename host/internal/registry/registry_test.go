@@ -364,3 +364,43 @@ func TestValidateArgsValues(t *testing.T) {
 		t.Errorf("commas in a string counted as values: %v", err)
 	}
 }
+
+// A string longer than any the schema accepts is refused from the raw
+// bytes, naming the member, before anything is decoded; strings within
+// reach of the bound still meet the validator, which counts characters.
+func TestValidateArgsLongString(t *testing.T) {
+	reg := registry.New([]string{"booking"})
+	search := cancel()
+	search.Name = "platform.search"
+	search.InputSchema = json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","maxLength":500},
+		"tags":{"type":"array","items":{"type":"string","maxLength":20}}},"additionalProperties":false}`)
+	open := cancel()
+	open.InputSchema = json.RawMessage(`{"type":"object","properties":{"labels":{"type":"object","additionalProperties":{"type":"string","maxLength":5}}}}`)
+	for _, c := range []registry.Capability{search, open} {
+		if err := reg.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, _ := reg.Lookup("platform.search")
+	huge := strings.Repeat("word ", 64_000)
+	err := e.ValidateArgs(json.RawMessage(`{"query":"` + huge + `"}`))
+	if err == nil || err.Error() != `"query" holds a string of 320000 bytes: more than 500 characters, the longest any string of platform.search may have` {
+		t.Errorf("huge query: %v", err)
+	}
+	err = e.ValidateArgs(json.RawMessage(`{"tags":["a","` + huge + `"]}`))
+	if err == nil || !strings.Contains(err.Error(), `"tags" holds a string of 320000 bytes`) {
+		t.Errorf("huge string in an array: %v", err)
+	}
+	if err := e.ValidateArgs(json.RawMessage(`{"query":"` + strings.Repeat("é", 500) + `"}`)); err != nil {
+		t.Errorf("500 two-byte characters: %v", err)
+	}
+	err = e.ValidateArgs(json.RawMessage(`{"query":"` + strings.Repeat("é", 501) + `"}`))
+	if err == nil || !strings.Contains(err.Error(), "more than 500") {
+		t.Errorf("501 characters: %v", err)
+	}
+	// An open object takes keys of any length: no string bound applies.
+	o, _ := reg.Lookup(open.Name)
+	if err := o.ValidateArgs(json.RawMessage(`{"labels":{"` + strings.Repeat("k", 10_000) + `":"v"}}`)); err != nil {
+		t.Errorf("a long key of an open object: %v", err)
+	}
+}
