@@ -2,6 +2,7 @@ package pluginhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -61,6 +62,10 @@ func (c *callStream) receive() {
 	}
 }
 
+// errNotSent wraps the failure of a call that never reached the plugin:
+// the stream had failed before it was sent, so nothing ran.
+var errNotSent = errors.New("the call was not sent")
+
 // call sends req and waits for its response, for ctx to end, or for the
 // stream to fail. An abandoned call is cancelled in the plugin.
 func (c *callStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*capgatev1.CallsResponse, error) {
@@ -69,7 +74,7 @@ func (c *callStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*ca
 	select {
 	case <-c.done:
 		c.mu.Unlock()
-		return nil, c.err
+		return nil, fmt.Errorf("%w: %w", errNotSent, c.err)
 	default:
 	}
 	c.next++
@@ -82,7 +87,7 @@ func (c *callStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*ca
 
 	if err := c.send(req); err != nil {
 		c.forget(req.Id)
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	select {
 	case resp := <-ch:
@@ -114,6 +119,19 @@ func (c *callStream) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.pending, id)
 	c.mu.Unlock()
+}
+
+// ended reports whether the stream has failed.
+func (c *callStream) ended() bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // failure is why the stream failed, once done is closed.

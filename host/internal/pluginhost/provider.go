@@ -3,6 +3,7 @@ package pluginhost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -91,11 +92,23 @@ func (p *Plugin) acquire() (*instance, error) {
 	if err := p.unavailable(); err != nil {
 		return nil, err
 	}
+	inst := p.cur.Load()
+	if inst.calls.ended() {
+		// Dead a moment before the supervisor marks it so.
+		return nil, p.stoppedError(inst)
+	}
 	if n := p.active.Add(1); n > int64(p.spec.MaxInFlight) {
 		p.active.Add(-1)
 		return nil, unavailableError(fmt.Sprintf("plugin %q is at its limit of %d calls in flight (max_in_flight); nothing ran: retry shortly", p.spec.Name, p.spec.MaxInFlight))
 	}
-	return p.cur.Load(), nil
+	return inst, nil
+}
+
+// stoppedError is the error for a call that found the plugin's process
+// gone before the call was sent: the supervisor restarts it, nothing ran.
+func (p *Plugin) stoppedError(inst *instance) *dispatch.ToolError {
+	return unavailableError(fmt.Sprintf("plugin %q is restarting after it stopped (%s); nothing ran: retry in a moment",
+		p.spec.Name, inst.calls.failure()))
 }
 
 // InFlight is how many calls the plugin is serving now.
@@ -116,6 +129,9 @@ func (p *Plugin) rpcError(ctx context.Context, inst *instance, what, capability 
 		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, context.DeadlineExceeded)
 	case codes.Canceled:
 		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, context.Canceled)
+	}
+	if errors.Is(err, errNotSent) {
+		return p.stoppedError(inst)
 	}
 	msg := statusMessage(err)
 	// A call the process's death cut short: say so, not how the stream
