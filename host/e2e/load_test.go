@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/capgate/capgate/host/internal/dispatch"
 )
 
 // The load the healing test and the soak put on a host while they kill its
@@ -57,10 +58,8 @@ type loadUser struct{ name, token string }
 
 var loadUsers = []loadUser{{"alice", tokenAlice}, {"bob", tokenBob}}
 
-// metaIdempotencyKey is the _meta field an action's idempotency key
-// travels in (dispatch.MetaIdempotencyKey, which this package cannot
-// import).
-const metaIdempotencyKey = "io.capgate/idempotency-key"
+// loadConns is how many connections the load keeps to the host.
+const loadConns = 64
 
 // loadSlot is the length of the slots of the load's resources: 5 minutes
 // round the clock, 288 a day, so a long soak never runs out of slots.
@@ -150,7 +149,11 @@ type loadGen struct {
 // that books them, in turn. Agents start at cursor 0.
 func newLoad(t *testing.T, h *host, name string, resources int) *loadGen {
 	t.Helper()
-	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
+	// A bounded pool, as a proxy or a client library keeps: an open-loop
+	// load would otherwise open a connection for every call that finds the
+	// others busy, and the host's memory would follow the client's
+	// connection count rather than its own state.
+	tr := &http.Transport{MaxConnsPerHost: loadConns, MaxIdleConns: loadConns, MaxIdleConnsPerHost: loadConns, IdleConnTimeout: time.Minute}
 	t.Cleanup(tr.CloseIdleConnections)
 	l := &loadGen{
 		t: t, h: h, name: name,
@@ -196,52 +199,15 @@ func (l *loadGen) slot() (resource, start string) {
 	return l.resources[r], l.first.Add(time.Duration(i) * loadSlot).Format(time.RFC3339)
 }
 
-// idempotencyTransport puts an idempotency key in the _meta of the
-// tools/call it carries, so keyed calls go through mcpClient.call like
-// every other.
-type idempotencyTransport struct {
-	base http.RoundTripper
-	key  string
-}
-
-func (tr idempotencyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	var msg, params map[string]json.RawMessage
-	if err := json.Unmarshal(body, &msg); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(msg["params"], &params); err != nil {
-		return nil, err
-	}
-	if params["_meta"], err = json.Marshal(map[string]string{metaIdempotencyKey: tr.key}); err != nil {
-		return nil, err
-	}
-	if msg["params"], err = json.Marshal(params); err != nil {
-		return nil, err
-	}
-	if body, err = json.Marshal(msg); err != nil {
-		return nil, err
-	}
-	out := r.Clone(r.Context())
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.ContentLength = int64(len(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return tr.base.RoundTrip(out)
-}
-
 // callTimed is l.c.call with the call's start and duration filled in; a
 // key, when set, goes in the call's _meta.
 func (l *loadGen) callTimed(token, tool string, args any, key string) dsOutcome {
-	c := l.c
+	var meta map[string]any
 	if key != "" {
-		c = &mcpClient{http: &http.Client{Timeout: l.c.http.Timeout, Transport: idempotencyTransport{base: l.c.http.Transport, key: key}}}
+		meta = map[string]any{dispatch.MetaIdempotencyKey: key}
 	}
 	sent := time.Now()
-	o := c.call(l.h, token, tool, args)
+	o := l.c.callMeta(l.h, token, tool, args, meta)
 	o.sent, o.took = sent, time.Since(sent)
 	return o
 }

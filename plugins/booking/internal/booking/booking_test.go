@@ -513,6 +513,10 @@ func TestCreateErrors(t *testing.T) {
 		{"taken", carol, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T10:00:00Z"}, conflict,
 			[]string{"slot 2030-01-08T10:00:00Z of room-aurora is already booked"}},
 		{"taken, named in another zone", carol, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T11:00:00+01:00"}, conflict, []string{"already booked"}},
+		// The slot's holder asking again (a retry whose answer was lost)
+		// is told which of her bookings holds it.
+		{"taken by the caller", alice, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T10:00:00Z"}, conflict,
+			[]string{"slot 2030-01-08T10:00:00Z of room-aurora is already booked by you, as booking bk_", "booking.get"}},
 		{"unbound token", unbound, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T11:00:00Z"}, invalid, []string{"this token is not bound to a user"}},
 		{"huge resource id", carol, booking.CreateIn{ResourceID: long, Start: "2030-01-08T11:00:00Z"}, notFound, []string{"no resource with id", "…"}},
 	}

@@ -291,6 +291,11 @@ func (s *Service) Create(ctx context.Context, call sdk.Call, in CreateIn) (Booki
 	}
 	switch {
 	case errors.Is(err, store.ErrSlotTaken):
+		if own := s.ownBooking(ctx, r.ID, start, b.End, user); own != "" {
+			// A retry of a create whose answer was lost, most likely: say
+			// which booking the caller already holds.
+			return Booking{}, sdk.Conflict("slot %s of %s is already booked by you, as booking %s (booking.get shows it)", wireTime(start), r.ID, own)
+		}
 		return Booking{}, sdk.Conflict("slot %s of %s is already booked; booking.availability lists the free ones", wireTime(start), r.ID)
 	case errors.Is(err, store.ErrNotFound):
 		return Booking{}, sdk.NotFound("no resource with id %s; booking.resources lists the resources", shortQuote(r.ID))
@@ -306,6 +311,22 @@ func (s *Service) Create(ctx context.Context, call sdk.Call, in CreateIn) (Booki
 // slot tomorrow, which is always in the future.
 func (s *Service) exampleSlot(r store.Resource) string {
 	return wireTime(daySlots(r, startOfDay(s.clock()).Add(day))[0])
+}
+
+// ownBooking is the id of user's active booking of resource at start, or
+// "" when the slot is someone else's (or the lookup fails: the plain
+// conflict is still true).
+func (s *Service) ownBooking(ctx context.Context, resource string, start, end time.Time, user string) string {
+	active, err := s.store.ActiveBookings(ctx, resource, start, end)
+	if err != nil {
+		return ""
+	}
+	for _, b := range active {
+		if b.Start.Equal(start) && b.UserID == user {
+			return b.ID
+		}
+	}
+	return ""
 }
 
 // Cancel cancels one of the caller's bookings. Cancelling a cancelled
