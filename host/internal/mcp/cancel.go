@@ -42,11 +42,10 @@ type registration struct {
 	cancel context.CancelFunc
 }
 
-// start registers a request and returns its context and its registration.
-// Of two requests with the same key (a client reusing an id while the first
-// still runs), a cancellation reaches the newer one.
-func (r *running) start(ctx context.Context, k callKey) (context.Context, registration) {
-	ctx, cancel := context.WithCancel(ctx)
+// start registers a request that cancel cancels and returns its
+// registration. Of two requests with the same key (a client reusing an id
+// while the first still runs), a cancellation reaches the newer one.
+func (r *running) start(cancel context.CancelFunc, k callKey) registration {
 	r.mu.Lock()
 	if r.calls == nil {
 		r.calls = map[callKey]runningCall{}
@@ -55,11 +54,11 @@ func (r *running) start(ctx context.Context, k callKey) (context.Context, regist
 	g := registration{r: r, k: k, seq: r.seq, cancel: cancel}
 	r.calls[k] = runningCall{seq: g.seq, cancel: cancel}
 	r.mu.Unlock()
-	return ctx, g
+	return g
 }
 
 // end removes the registration, unless a newer one took its key, and
-// releases its context.
+// releases the request's context.
 func (g registration) end() {
 	if g.r == nil {
 		return
@@ -114,9 +113,13 @@ func (c *call) cancellable(id []byte) registration {
 	if !ok {
 		return registration{}
 	}
-	var g registration
-	c.ctx, g = c.h.running.start(c.ctx, callKey{auth: c.auth, id: k})
-	return g
+	cancel := c.cancel
+	if c.inBatch {
+		// One message of several: its own context, so cancelling it
+		// leaves the others of the batch alone.
+		c.ctx, cancel = context.WithCancel(c.ctx)
+	}
+	return c.h.running.start(cancel, callKey{auth: c.auth, id: k})
 }
 
 // notification handles a notification; none is answered.

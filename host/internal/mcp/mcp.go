@@ -27,6 +27,11 @@ const maxBatch = 100
 
 // Options configures a Handler.
 type Options struct {
+	// RequestTimeout is the deadline of one request's work (the gate, the
+	// plugin calls); 0 means none. The adapter sets it, rather than a
+	// middleware, so that the request's own cancel is what
+	// notifications/cancelled calls: no context more per call.
+	RequestTimeout time.Duration
 	// Version is the build version reported as serverInfo.version.
 	Version string
 	// Instructions, when set, is returned by initialize and server/discover
@@ -61,6 +66,7 @@ type Handler struct {
 	records      recordSet
 	origins      originPolicy
 	maxBody      int64
+	timeout      time.Duration
 	log          *slog.Logger
 	running      running // requests a notifications/cancelled may cancel
 
@@ -88,6 +94,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 		paramHeaders: map[string][]paramHeader{},
 		origins:      newOriginPolicy(opts.AllowedOrigins),
 		maxBody:      opts.MaxBodyBytes,
+		timeout:      opts.RequestTimeout,
 		log:          opts.Logger,
 	}
 	h.records = newRecordSet(h.reg, opts.Records)
@@ -178,7 +185,14 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p dispatch.Princ
 	}
 	out := getBuf()
 	defer putBuf(out)
-	c := call{h: h, ctx: r.Context(), r: r, p: p, auth: r.Header.Get("Authorization")}
+	ctx, cancel := r.Context(), context.CancelFunc(nil)
+	if h.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	c := call{h: h, ctx: ctx, cancel: cancel, r: r, p: p, auth: r.Header.Get("Authorization")}
 	status, *out = c.handleBody(body, (*out)[:0])
 	writeResponse(w, status, *out)
 }
@@ -252,6 +266,12 @@ type call struct {
 	ctx context.Context
 	r   *http.Request
 	p   dispatch.Principal
+	// cancel ends ctx, the whole HTTP request's: what a client's
+	// notifications/cancelled calls for a request sent alone.
+	cancel context.CancelFunc
+	// inBatch is set while the messages of a batch are answered, each of
+	// which is cancelled alone.
+	inBatch bool
 	// auth is the caller's Authorization header: a cancellation is taken
 	// only from the caller of the request it names.
 	auth string

@@ -90,6 +90,8 @@ func (c *call) batch(body, out []byte) (int, []byte) {
 	}
 	start := len(out)
 	out = append(out, '[')
+	c.inBatch = true
+	defer func() { c.inBatch = false }()
 	for _, e := range elems {
 		var m message
 		code, msg := parseMessage(e, &m)

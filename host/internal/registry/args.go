@@ -39,8 +39,8 @@ func (e *Entry) checkShape(raw []byte) error {
 		return fmt.Errorf("arguments hold more than %d values (object members and array elements)", MaxArgsValues)
 	case e.maxString >= 0 && sh.longest > maxBytesPerChar*e.maxString:
 		where := "an argument"
-		if sh.longestKey != "" {
-			where = strconv.Quote(sh.longestKey)
+		if k := sh.longestKey; k.end > k.start {
+			where = strconv.Quote(string(raw[k.start:min(k.end, k.start+64)]))
 		}
 		return fmt.Errorf("%s holds a string of %d bytes: more than %d characters, the longest any string of %s may have",
 			where, sh.longest, e.maxString, e.Name)
@@ -53,20 +53,23 @@ type argsShape struct {
 	depth  int // deepest nesting of arrays and objects
 	values int // one per comma and per container, outside strings
 	// longest is the byte length of the longest string (value or key),
-	// longestKey the member it belongs to, cut to 64 bytes.
+	// longestKey the place of the member's name it belongs to.
 	longest    int
-	longestKey string
+	longestKey span
 }
+
+// span is a string's place in the raw bytes; the key is made a string
+// only for the message, so measuring allocates nothing.
+type span struct{ start, end int }
 
 // shape measures raw, stopping once it is over the depth or value bound.
 // Malformed JSON is for the decoder to refuse.
 func shape(raw []byte) argsShape {
 	var (
-		sh       argsShape
-		d        int
-		keyStart = -1 // the last string's start and end, a key if ':' follows
-		keyEnd   = -1
-		key      string // the member being read
+		sh   argsShape
+		d    int
+		last = span{-1, -1} // the last string, a key if ':' follows
+		key  span           // the member being read
 	)
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; c {
@@ -81,10 +84,10 @@ func shape(raw []byte) argsShape {
 			if n := end - start; n > sh.longest {
 				sh.longest, sh.longestKey = n, key
 			}
-			keyStart, keyEnd = start, end
+			last = span{start, end}
 		case ':':
-			if keyStart >= 0 {
-				key = string(raw[keyStart:min(keyEnd, keyStart+64)])
+			if last.start >= 0 {
+				key = last
 			}
 		case '{', '[':
 			sh.values++

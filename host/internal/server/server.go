@@ -129,6 +129,7 @@ func New(opts Options) *Server {
 	e.Use(s.recoverPanics, s.logRequests)
 
 	adapter := mcp.New(opts.Dispatcher, mcp.Options{
+		RequestTimeout: opts.RequestTimeout,
 		Version:        opts.Version,
 		Instructions:   opts.Instructions,
 		MaxBodyBytes:   opts.MaxBodyBytes,
@@ -148,13 +149,12 @@ func New(opts Options) *Server {
 		adapter.Serve(c.Response(), c.Request(), p)
 		return nil
 	})
-	timeout := withTimeout(opts.RequestTimeout)
 	// Every method reaches the same handler, so an outsider learns nothing
 	// from the status: methods echo routes get Any, and the path's
 	// not-found route catches methods it does not (which echo would
 	// otherwise answer 405, revealing the path).
-	e.Any(MCPPath, endpoint, timeout)
-	e.RouteNotFound(MCPPath, endpoint, timeout)
+	e.Any(MCPPath, endpoint)
+	e.RouteNotFound(MCPPath, endpoint)
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
 	e.GET(LivePath, s.live)
@@ -260,20 +260,6 @@ func (s *Server) busy(c echo.Context) error {
 	}
 	return c.JSONBlob(http.StatusServiceUnavailable, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"server busy: `+
 		strconv.Itoa(s.opts.MaxInFlight)+` requests in flight (http.max_in_flight); retry shortly"}}`))
-}
-
-// withTimeout gives the request a deadline, which the gate and the plugin
-// call observe through the context.
-func withTimeout(d time.Duration) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			r := c.Request()
-			ctx, cancel := context.WithTimeout(r.Context(), d)
-			defer cancel()
-			c.SetRequest(r.WithContext(ctx))
-			return next(c)
-		}
-	}
 }
 
 // recoverPanics turns a panic into a logged 500 instead of a dropped
