@@ -4,8 +4,8 @@
 // handlers and hands itself to Serve. The SDK infers each capability's
 // input and output JSON Schema from the handler's types, speaks the gRPC
 // contract with the host (handshake, configuration, lifecycle, logging), and
-// turns the errors NotFound, InvalidInput and Conflict into results the
-// calling agent can act on.
+// turns the errors NotFound, InvalidInput, Conflict and Unavailable into
+// results the calling agent can act on.
 //
 //	p := sdk.New("greeter", "1.0.0")
 //	sdk.Add(p, sdk.Tool[GreetIn, GreetOut]{
@@ -21,6 +21,22 @@
 // input schema and, for a tool with an Owner resolver, the target belongs to
 // the caller. A handler still checks what only it can know (that a time slot
 // exists, that a record is in the right state).
+//
+// # Bounds
+//
+// Every string, slice and map of a capability's input is bounded in its
+// schema, so an agent reads the limits in tools/list and the host refuses
+// an argument over them before the handler runs. A field declares its own
+// with a `capgate` tag (BoundsTag: maxLength, minLength, maxItems,
+// minItems, maxProperties, minimum, maximum); one that declares none gets
+// DefaultMaxLength, DefaultMaxItems or DefaultMaxProperties. A result
+// larger than the host's max_result_bytes is answered with an error the
+// agent can act on instead of being sent.
+//
+//	type FindIn struct {
+//		Query string `json:"query" capgate:"minLength=1,maxLength=200" jsonschema:"what to look for"`
+//		Limit int    `json:"limit,omitempty" capgate:"minimum=0,maximum=100"`
+//	}
 //
 // # Lifecycle
 //
