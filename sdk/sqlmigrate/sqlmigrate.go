@@ -197,10 +197,24 @@ type runner struct {
 	table string
 }
 
+// sqliteBusyFor bounds how long a SQLite BEGIN is retried while it finds
+// the file busy without waiting: on a fresh file, while another starter's
+// connection switches it to WAL, SQLite answers SQLITE_BUSY at once instead
+// of calling the busy handler.
+const sqliteBusyFor = 10 * time.Second
+
 // begin starts a transaction that, on PostgreSQL, holds the migration lock
 // of this history until it ends.
 func (r runner) begin(ctx context.Context) (*sql.Tx, error) {
 	tx, err := r.db.BeginTx(ctx, nil)
+	for wait, until := 5*time.Millisecond, time.Now().Add(sqliteBusyFor); r.d == SQLite && isBusy(err) && time.Now().Before(until); wait = min(2*wait, 200*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("begin: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		tx, err = r.db.BeginTx(ctx, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
@@ -216,6 +230,13 @@ func (r runner) begin(ctx context.Context) (*sql.Tx, error) {
 		}
 	}
 	return tx, nil
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code),
+// as the driver's errors say through a Code method.
+func isBusy(err error) bool {
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && coded.Code()&0xff == 5
 }
 
 // prepare creates the history table if need be and checks the recorded
