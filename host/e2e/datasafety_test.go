@@ -629,7 +629,14 @@ func (c *mcpClient) callMeta(h *host, token, tool string, args any, meta map[str
 	if err != nil {
 		return dsOutcome{err: fmt.Errorf("answer cut short: %w", err)}
 	}
-	o := dsOutcome{status: resp.StatusCode}
+	return decodeAnswer(resp.StatusCode, answer)
+}
+
+// decodeAnswer reads a tools/call answer of HTTP status: its JSON-RPC
+// error, or its result's isError, text and structured content. An answer
+// that is neither is an error quoting (the start of) it.
+func decodeAnswer(status int, answer []byte) dsOutcome {
+	o := dsOutcome{status: status}
 	var msg struct {
 		Result *struct {
 			IsError bool `json:"isError"`
@@ -641,13 +648,14 @@ func (c *mcpClient) callMeta(h *host, token, tool string, args any, meta map[str
 		Error json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(answer, &msg); err != nil {
-		return dsOutcome{status: resp.StatusCode, err: fmt.Errorf("HTTP %d, not a JSON-RPC answer (%v): %s", resp.StatusCode, err, answer)}
+		o.err = fmt.Errorf("HTTP %d, not a JSON-RPC answer (%v): %.300s", status, err, answer)
+		return o
 	}
 	switch {
 	case msg.Error != nil:
 		o.rpcErr = msg.Error
 	case msg.Result == nil:
-		o.err = fmt.Errorf("HTTP %d, neither result nor error: %s", resp.StatusCode, answer)
+		o.err = fmt.Errorf("HTTP %d, neither result nor error: %.300s", status, answer)
 	default:
 		o.isError = msg.Result.IsError
 		if len(msg.Result.Content) > 0 {

@@ -284,19 +284,7 @@ func TestPluginsHealUnderLoad(t *testing.T) {
 		}
 		t.Logf("cursor %d held before the kill of %s: %d events after it, as the polling agent saw them", hc.at, windows[i].plugin, len(hc.replay))
 	}
-	created := l.acknowledged()
-	checkCreatedServed(t, h, l.c, created)
-	if !h.terminate(30 * time.Second) {
-		t.Fatalf("the host did not exit within 30s of SIGTERM")
-	}
-	stored := storedBookings(t, dir, l.resources)
-	wc := checkWrites(created, stored)
-	for _, s := range wc.lost {
-		t.Errorf("acknowledged booking lost: %s", s)
-	}
-	for _, s := range wc.doubled {
-		t.Errorf("a slot booked twice: %s", s)
-	}
+	created, stored, wc := l.stopAndCheckWrites(t, dir, l.acknowledged(), 30*time.Second)
 	for _, r := range unknownRetries {
 		res, start := r.first.args["resource_id"].(string), r.first.args["start"].(string)
 		n := 0

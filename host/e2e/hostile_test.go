@@ -159,32 +159,9 @@ func hostilePost(ctx context.Context, hc *http.Client, h *host, token string, bo
 	if len(bytes.TrimSpace(answer)) == 0 {
 		return x
 	}
-	var msg struct {
-		Result *struct {
-			IsError bool `json:"isError"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-			StructuredContent json.RawMessage `json:"structuredContent"`
-		} `json:"result"`
-		Error json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(answer, &msg); err != nil {
-		x.err = fmt.Errorf("HTTP %d, not a JSON-RPC answer (%v): %.300s", resp.StatusCode, err, answer)
-		return x
-	}
-	switch {
-	case msg.Error != nil:
-		x.rpcErr = msg.Error
-	case msg.Result == nil:
-		x.err = fmt.Errorf("HTTP %d, neither result nor error: %.300s", resp.StatusCode, answer)
-	default:
-		x.isError = msg.Result.IsError
-		if len(msg.Result.Content) > 0 {
-			x.text = msg.Result.Content[0].Text
-		}
-		x.structured = msg.Result.StructuredContent
-	}
+	o := decodeAnswer(resp.StatusCode, answer)
+	o.sent, o.took = x.sent, x.took
+	x.dsOutcome = o
 	return x
 }
 

@@ -501,6 +501,28 @@ func (l *loadGen) runOpen(ctx context.Context, rate float64, d time.Duration, ma
 	return st
 }
 
+// stopAndCheckWrites reads back (through the host) the bookings in served,
+// stops the host within stopIn, and checks the load's bookings as stored:
+// every acknowledged one there as answered, no slot booked twice. It
+// returns the acknowledged and the stored bookings and the check.
+func (l *loadGen) stopAndCheckWrites(t *testing.T, dir string, served map[string]dsBooking, stopIn time.Duration) (created map[string]dsBooking, stored map[string]storedBooking, wc writeCheck) {
+	t.Helper()
+	created = l.acknowledged()
+	checkCreatedServed(t, l.h, l.c, served)
+	if !l.h.terminate(stopIn) {
+		t.Fatalf("the host did not exit within %v of SIGTERM", stopIn)
+	}
+	stored = storedBookings(t, dir, l.resources)
+	wc = checkWrites(created, stored)
+	for _, s := range wc.lost {
+		t.Errorf("acknowledged booking lost: %s", s)
+	}
+	for _, s := range wc.doubled {
+		t.Errorf("a slot booked twice: %s", s)
+	}
+	return created, stored, wc
+}
+
 // snapshot is a copy of the call log.
 func (l *loadGen) snapshot() []loggedCall {
 	l.mu.Lock()

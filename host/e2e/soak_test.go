@@ -272,19 +272,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	l.drain(t)
-	created := l.acknowledged()
-	checkCreatedServed(t, h, l.c, sampleCreated(created, 300))
-	if !h.terminate(60 * time.Second) {
-		t.Fatalf("the host did not exit within 60s of SIGTERM")
-	}
-	stored := storedBookings(t, dir, l.resources)
-	wc := checkWrites(created, stored)
-	for _, s := range wc.lost {
-		t.Errorf("acknowledged booking lost: %s", s)
-	}
-	for _, s := range wc.doubled {
-		t.Errorf("a slot booked twice: %s", s)
-	}
+	created, stored, wc := l.stopAndCheckWrites(t, dir, sampleCreated(l.acknowledged(), 300), 60*time.Second)
 	ec := checkEvents(l.agents, created, stored)
 	for _, s := range append(append(ec.missing, ec.repeated...), ec.phantom...) {
 		t.Errorf("events.poll: %s", s)
