@@ -69,7 +69,8 @@ func uniqueStream(t *testing.T, url string) string {
 }
 
 // newBookingApp assembles a host with the booking plugin on the named bus:
-// "in-process", or "nats" on a stream of its own.
+// "embedded" (the default, in the data directory), or "nats" on a stream
+// of its own.
 func newBookingApp(t *testing.T, bus string) *app.App {
 	t.Helper()
 	cfg := bookingConfig(t, "", "")
@@ -87,7 +88,7 @@ func newBookingApp(t *testing.T, bus string) *app.App {
 // TestPluginsPublishOnTheBus: the booking plugin's seed events, published
 // over the host service while it is configured, are on the host's bus.
 func TestPluginsPublishOnTheBus(t *testing.T) {
-	for _, bus := range []string{"in-process", "nats"} {
+	for _, bus := range []string{"embedded", "nats"} {
 		t.Run(bus, func(t *testing.T) {
 			a := newBookingApp(t, bus)
 			defer a.Serve(canceled(), listen(t)) // stops at once, closing everything
@@ -211,7 +212,7 @@ func drainEvents(t *testing.T, addr, token string) float64 {
 // the events back: the owner and an admin see them, a stranger and an
 // unbound token do not, and everyone sees the catalogue.
 func TestEventsPollThroughTheGate(t *testing.T) {
-	for _, bus := range []string{"in-process", "nats"} {
+	for _, bus := range []string{"embedded", "nats"} {
 		t.Run(bus, func(t *testing.T) {
 			a := newBookingApp(t, bus)
 			ln := listen(t)

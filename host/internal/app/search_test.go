@@ -166,7 +166,7 @@ const aurora = "booking.resource/room-aurora"
 // through MCP, on both buses, and sees a resource added through MCP become
 // searchable and show up in events.poll.
 func TestSearchThroughTheGate(t *testing.T) {
-	for _, bus := range []string{"in-process", "nats"} {
+	for _, bus := range []string{"embedded", "nats"} {
 		t.Run(bus, func(t *testing.T) {
 			addr, _ := serveSearch(t, busConfig(t, bus, t.TempDir()), nil)
 			const guest = "test-guest-1"
