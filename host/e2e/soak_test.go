@@ -83,6 +83,8 @@ func TestSoak(t *testing.T) {
 	// quarter with the GC cycle, which hides no leak but drowns the 10 %
 	// the soak judges by. With GOGC=100 VmRSS follows the live heap closely;
 	// a leak grows either way.
+	// Built first: the variables are for the host, not for the compiler.
+	binaries(t)
 	os.Setenv("GODEBUG", "gctrace=1")
 	os.Setenv("GOGC", "100")
 	h := startHostWith(t, dir, "{seed: demo}", withLoadConfig)
