@@ -20,7 +20,7 @@ import (
 )
 
 // bookingConfig is a host with the booking plugin and its demo seed, on
-// the in-process bus when natsURL is empty.
+// the embedded bus when natsURL is empty.
 func bookingConfig(t *testing.T, natsURL, stream string) *config.Config {
 	t.Helper()
 	evs := ""

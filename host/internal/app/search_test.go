@@ -26,7 +26,7 @@ import (
 )
 
 // searchConfig is a host with the booking plugin (demo seed) and the search
-// plugin over dataDir, on the in-process bus when natsURL is empty.
+// plugin over dataDir, on the embedded bus when natsURL is empty.
 func searchConfig(t *testing.T, dataDir, natsURL, stream string) *config.Config {
 	t.Helper()
 	evs := ""
