@@ -160,17 +160,10 @@ func TestPluginsHealUnderLoad(t *testing.T) {
 	for i := range perWindow {
 		perWindow[i] = tally{n: map[callVerdict]int{}, byCap: map[string]int{}}
 	}
-	var unknown, nothingRan []loggedCall
+	unknown, nothingRan := failedCreates(calls)
 	outside := 0
 	for _, c := range calls {
 		v, w := classifyCall(c, windows)
-		if c.op == opCreate && !c.ok() {
-			if unknownOutcome(c) {
-				unknown = append(unknown, c)
-			} else {
-				nothingRan = append(nothingRan, c)
-			}
-		}
 		if w == nil {
 			if v != vOK {
 				t.Errorf("%s as %s sent at +%v failed outside any restart window: %s", c.op, c.user, c.o.sent.Sub(began).Round(time.Millisecond), c.o)

@@ -165,6 +165,28 @@ func hostilePost(ctx context.Context, hc *http.Client, h *host, token string, bo
 	return x
 }
 
+// ended are the pieces of the probe plugin's record of a cancelled slow
+// call tagged tag: its attributes come in any order, and no tag is a
+// prefix of another.
+func ended(tag string) []string {
+	return []string{`msg="slow call ended"`, "tag=" + tag, `cause="context canceled"`}
+}
+
+// pluginSawEnd waits for the probe plugin's "slow call ended" record of
+// the call tagged tag, which must come within a few seconds of at, when
+// the call was ended by what.
+func pluginSawEnd(t *testing.T, h *host, tag string, at time.Time, what string) {
+	t.Helper()
+	line, seen, ok := waitHostLogLine(h, 10*time.Second, ended(tag)...)
+	if !ok {
+		t.Fatalf("no %q record with tag %s in the host's log within 10s of %s", "slow call ended", tag, what)
+	}
+	t.Logf("numbers: %s reached the plugin within %s: %s", what, seen.Sub(at).Round(time.Millisecond), line)
+	if d := seen.Sub(at); d > 5*time.Second {
+		t.Errorf("the plugin saw %s %s after it: want a few seconds at most", what, d)
+	}
+}
+
 // hostileClient is an HTTP client keeping enough connections open for n
 // concurrent callers, so a burst does not turn into a storm of new
 // connections.
@@ -746,11 +768,6 @@ func checkResultLimit(t *testing.T, h *host, hc *http.Client, probePID, size, li
 // another caller cannot cancel it.
 func testCancellation(t *testing.T, h *host) {
 	hc := hostileClient(t, 8)
-	ended := func(tag string) []string {
-		// The plugin's attributes come in any order; no tag is a prefix of
-		// another.
-		return []string{`msg="slow call ended"`, "tag=" + tag, `cause="context canceled"`}
-	}
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	// slow starts a probe.slow of a minute as guest, with JSON-RPC id and
 	// tag, and gives it a second to reach the plugin.
@@ -782,14 +799,7 @@ func testCancellation(t *testing.T, h *host) {
 		if x := <-done; !errors.Is(x.err, context.Canceled) {
 			t.Errorf("the cancelled request: want context.Canceled, got %s", x.dsOutcome)
 		}
-		line, seen, ok := waitHostLogLine(h, 10*time.Second, ended(tag)...)
-		if !ok {
-			t.Fatalf("no %q record with tag %s in the host's log within 10s of the client going away", "slow call ended", tag)
-		}
-		t.Logf("numbers: client disconnect reached the plugin within %s: %s", seen.Sub(at).Round(time.Millisecond), line)
-		if d := seen.Sub(at); d > 5*time.Second {
-			t.Errorf("the plugin saw the disconnect %s after it: want a few seconds at most", d)
-		}
+		pluginSawEnd(t, h, tag, at, "the client going away")
 	})
 
 	t.Run("notifications/cancelled", func(t *testing.T) {
@@ -809,14 +819,7 @@ func testCancellation(t *testing.T, h *host) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the call was not answered within 10s of notifications/cancelled")
 		}
-		line, seen, ok := waitHostLogLine(h, 10*time.Second, ended(tag)...)
-		if !ok {
-			t.Fatalf("no %q record with tag %s in the host's log within 10s of notifications/cancelled", "slow call ended", tag)
-		}
-		t.Logf("numbers: notifications/cancelled reached the plugin within %s: %s", seen.Sub(at).Round(time.Millisecond), line)
-		if d := seen.Sub(at); d > 5*time.Second {
-			t.Errorf("the plugin saw the cancellation %s after it: want a few seconds at most", d)
-		}
+		pluginSawEnd(t, h, tag, at, "notifications/cancelled")
 	})
 
 	t.Run("another caller's cancel", func(t *testing.T) {

@@ -743,6 +743,21 @@ func classifyCall(c loggedCall, ws []restartWindow) (callVerdict, *restartWindow
 	return vError, in
 }
 
+// failedCreates splits the creates that failed into those that may have
+// run (unknown) and those told nothing ran.
+func failedCreates(calls []loggedCall) (unknown, nothingRan []loggedCall) {
+	for _, c := range calls {
+		switch {
+		case c.op != opCreate || c.ok():
+		case unknownOutcome(c):
+			unknown = append(unknown, c)
+		default:
+			nothingRan = append(nothingRan, c)
+		}
+	}
+	return unknown, nothingRan
+}
+
 // unknownOutcome reports whether a failed create may have run: anything
 // but an answer saying nothing ran.
 func unknownOutcome(c loggedCall) bool {

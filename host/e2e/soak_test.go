@@ -209,11 +209,11 @@ func TestSoak(t *testing.T) {
 
 	// Judge every call, the capacity phase's too.
 	calls := l.snapshot()
+	unknown, nothingRan := failedCreates(calls)
 	var (
 		outsideErr, insideErr []loggedCall
 		perWindow             = make([]map[callVerdict]int, len(windows))
 		gapTook               []time.Duration
-		unknown, nothingRan   []loggedCall
 		lat                   = map[loadOp][]time.Duration{}
 		all                   []time.Duration
 		soakCalls             = map[loadOp]int{}
@@ -223,13 +223,6 @@ func TestSoak(t *testing.T) {
 	}
 	for _, c := range calls {
 		v, w := classifyCall(c, windows)
-		if c.op == opCreate && !c.ok() {
-			if unknownOutcome(c) {
-				unknown = append(unknown, c)
-			} else {
-				nothingRan = append(nothingRan, c)
-			}
-		}
 		switch {
 		case v == vError && w == nil:
 			outsideErr = append(outsideErr, c)
