@@ -55,8 +55,8 @@ type builtBinaries struct {
 var pluginNames = []string{"booking", "search"}
 
 // testPlugins are built beside them for the tests that add them to a host
-// (withProbe), from their source directories.
-var testPlugins = map[string]string{"probe": "./host/e2e/testdata/plugins/probe"}
+// (withProbe, withLoadConfig), from their source directories.
+var testPlugins = map[string]string{"probe": "./host/e2e/testdata/plugins/probe", "subscription": "./plugins/subscription"}
 
 // startProbeHost is startHost with the probe test plugin added.
 func startProbeHost(t *testing.T) *host {

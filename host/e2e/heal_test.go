@@ -11,8 +11,9 @@ import (
 
 // TestPluginsHealUnderLoad: with a steady load on one host (booking.create
 // of free slots with idempotency keys, booking.get of the caller's own
-// bookings, platform.search, events.poll; as alice and bob, from a few
-// goroutines), kill -9 the booking plugin and then the search plugin. Each
+// bookings, platform.search, events.poll, subscription.list; as alice and
+// bob, from a few goroutines), kill -9 each plugin in turn: booking,
+// search, subscription. Each
 // time the host restarts the plugin within its backoff (/healthz answers
 // restarting, then ok within a few seconds); the calls that meet the gap
 // fail at once with the restarting error naming the plugin; those in flight
@@ -67,7 +68,7 @@ func TestPluginsHealUnderLoad(t *testing.T) {
 		held    []heldCursor
 	)
 	alice := loadUsers[0]
-	for _, victim := range []string{"booking", "search"} {
+	for _, victim := range loadPlugins {
 		hc := heldCursor{at: l.agents[alice.name].at()}
 		oldPIDs, killed := killPlugin(t, h, victim)
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,17 +39,21 @@ const (
 	opGet    loadOp = "booking.get"
 	opSearch loadOp = "platform.search"
 	opPoll   loadOp = "events.poll"
+	opSubs   loadOp = "subscription.list"
 )
 
 // providerOf is the plugin serving each capability of the mix; events.poll
 // is the host's own (the events pack), which no plugin kill touches.
-var providerOf = map[loadOp]string{opCreate: "booking", opGet: "booking", opSearch: "search", opPoll: ""}
+var providerOf = map[loadOp]string{opCreate: "booking", opGet: "booking", opSearch: "search", opPoll: "", opSubs: "subscription"}
+
+// loadPlugins are the plugins of the load's host, which the tests kill.
+var loadPlugins = []string{"booking", "search", "subscription"}
 
 // loadMix is the mix, in parts: writes, reads of them, searches, polls.
 var loadMix = []struct {
 	op    loadOp
 	parts int
-}{{opCreate, 3}, {opGet, 3}, {opSearch, 3}, {opPoll, 1}}
+}{{opCreate, 3}, {opGet, 3}, {opSearch, 3}, {opPoll, 1}, {opSubs, 1}}
 
 // loadQueries are words of the demo catalogue (and a typo and a prefix, as
 // agents send them) that platform.search is asked for.
@@ -70,13 +76,19 @@ const loadSlot = 5 * time.Minute
 const loadSlotsPerResource = 350 * 288
 
 // withLoadConfig is the config edit of the load tests: the events pack on,
-// with events.read for every role as the demo config has it; polls of up to
-// 100 events; and logs at info, since a debug line per call would cost the
-// host more than the calls themselves.
+// with events.read for every role as the demo config has it; the
+// subscription plugin beside booking and search (its demo seed gives alice
+// and bob a subscription each), so every plugin of a vertical is loaded and
+// killed; polls of up to 100 events; and logs at info, since a debug line
+// per call would cost the host more than the calls themselves.
 func withLoadConfig(cfg string) string {
+	search := regexp.MustCompile(`(?m)^  - \{name: search, path: "(.*)capgate-plugin-search"\}$`).FindStringSubmatch(cfg)
+	if search == nil {
+		panic("withLoadConfig: the test config has no search plugin line to place subscription beside:\n" + cfg)
+	}
 	for _, r := range [][2]string{
-		{"packs: {booking: true, search: true}", "packs: {booking: true, search: true, events: true}"},
-		{"  customer: [", "  customer: [events.read, "},
+		{"packs: {booking: true, search: true}", "packs: {booking: true, search: true, events: true, subscription: true}"},
+		{"  customer: [", "  customer: [events.read, subscription.read, "},
 		{"  guest: [", "  guest: [events.read, "},
 		{"  level: debug", "  level: info"},
 		{"\nplugins:\n", "\nmax_results: 100\nplugins:\n"},
@@ -86,7 +98,7 @@ func withLoadConfig(cfg string) string {
 		}
 		cfg = strings.Replace(cfg, r[0], r[1], 1)
 	}
-	return cfg
+	return cfg + fmt.Sprintf("  - {name: subscription, path: %q, config: {seed: demo}}\n", search[1]+"capgate-plugin-subscription")
 }
 
 // loggedCall is one call of the load.
@@ -261,6 +273,12 @@ func (l *loadGen) do(op loadOp, u loadUser) bool {
 		l.record(loggedCall{op: op, user: u.name, o: o})
 	case opPoll:
 		return l.poll(l.agents[u.name])
+	case opSubs:
+		o := l.callTimed(u.token, string(opSubs), map[string]any{}, "")
+		if o.err == nil && o.rpcErr == nil && !o.isError && !bytes.Contains(o.structured, []byte(`"subscriptions":[{`)) {
+			l.wrongf("subscription.list as %s answered %s, want the seeded subscription", u.name, o.structured)
+		}
+		l.record(loggedCall{op: op, user: u.name, o: o})
 	}
 	return true
 }

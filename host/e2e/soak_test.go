@@ -142,7 +142,7 @@ func TestSoak(t *testing.T) {
 		kills   sync.WaitGroup
 	)
 	kills.Go(func() {
-		plugins := []string{"booking", "search"}
+		plugins := loadPlugins
 		last := ""
 		killedAt := map[string][]time.Time{}
 		for k := 1; ; k++ {
@@ -608,7 +608,7 @@ func (w *rssWatch) series(t0 time.Time, step time.Duration) string {
 	var b strings.Builder
 	for n := 0; n <= last; n++ {
 		fmt.Fprintf(&b, "  +%v", time.Duration(n)*step)
-		for _, who := range []string{"host", "booking", "search"} {
+		for _, who := range append([]string{"host"}, loadPlugins...) {
 			v := vals[key{n, who}]
 			if len(v) == 0 {
 				continue
@@ -641,7 +641,7 @@ func (w *rssWatch) growth(t0 time.Time, base, end [2]time.Duration, warm time.Du
 	points := slices.Clone(w.points)
 	w.mu.Unlock()
 	var out []rssChange
-	for _, who := range []string{"host", "booking", "search"} {
+	for _, who := range append([]string{"host"}, loadPlugins...) {
 		peak := func(win [2]time.Duration) (int64, string) {
 			var steady, any []int64
 			pids := map[int]bool{}
