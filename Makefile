@@ -90,7 +90,7 @@ fuzz:
 
 bench: build
 	$(GO) build -trimpath -o $(BIN)/capgate-search-floor ./plugins/search/cmd/search-floor
-	$(GO) test -run '^$$' -bench . -benchmem ./host/internal/mcp ./host/internal/dispatch ./host/internal/auth
+	$(GO) test -run '^$$' -bench . -benchmem ./host/internal/mcp ./internal/dispatch ./host/internal/auth
 	$(GO) run ./host/cmd/capgate-bench -bin $(BIN) $(BENCHFLAGS)
 
 proto:

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
-	"github.com/capgate/capgate/sdk/internal/pluginwire"
+	"github.com/capgate/capgate/internal/pluginwire"
 )
 
 // Serve runs the plugin until the host stops it, then runs the OnClose

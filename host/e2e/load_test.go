@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // The load the healing test and the soak put on a host while they kill its

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
 )

@@ -17,7 +17,7 @@ import (
 
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
-	"github.com/capgate/capgate/sdk/internal/pluginwire"
+	"github.com/capgate/capgate/internal/pluginwire"
 )
 
 // Host is a small in-process stand-in for the capgate host, for plugins

@@ -16,13 +16,13 @@ import (
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/config"
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/eventspack"
-	"github.com/capgate/capgate/host/internal/idempotency"
+	"github.com/capgate/capgate/internal/idempotency"
 	"github.com/capgate/capgate/host/internal/mcp"
 	"github.com/capgate/capgate/host/internal/pluginhost"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/registry"
 	"github.com/capgate/capgate/host/internal/server"
 )
 

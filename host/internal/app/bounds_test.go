@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/capgate/capgate/host/internal/config"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // TestBundledCapabilitiesDeclareInputBounds: every capability of the bundled

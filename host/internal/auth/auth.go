@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/capgate/capgate/host/internal/config"
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // TokenPrefix starts every token NewToken makes, so a leaked one is easy

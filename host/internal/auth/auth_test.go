@@ -10,7 +10,7 @@ import (
 	"testing/iotest"
 
 	"github.com/capgate/capgate/host/internal/config"
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 const (

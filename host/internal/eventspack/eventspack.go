@@ -16,9 +16,9 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 const (

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/idempotency"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/idempotency"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 )
 

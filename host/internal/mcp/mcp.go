@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // ServerName is the serverInfo name the adapter reports.

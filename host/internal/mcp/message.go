@@ -3,7 +3,7 @@ package mcp
 import (
 	"strconv"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // message is one decoded JSON-RPC message. Every field is a sub-slice of the

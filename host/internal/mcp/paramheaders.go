@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // paramHeader is one x-mcp-header annotation of a tool's input schema: a

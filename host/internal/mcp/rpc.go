@@ -11,7 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // handleBody answers a whole POST body: one message, or a batch where the

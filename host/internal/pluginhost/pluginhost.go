@@ -20,7 +20,7 @@ import (
 
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/events"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 

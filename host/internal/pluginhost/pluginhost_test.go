@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/catalogue"
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/pluginhost"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 var bins string // directory with the built test plugins

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 )
 

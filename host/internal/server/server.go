@@ -14,7 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp"
 )
 

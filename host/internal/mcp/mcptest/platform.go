@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // Capability names the platform registers.

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // Catalogue capabilities WithRecords registers, named as the host names

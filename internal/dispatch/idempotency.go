@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/idempotency"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/idempotency"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // MetaIdempotencyKey is the _meta field (MCP) an action's idempotency key

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // constProvider is the cheapest possible provider: it answers every call

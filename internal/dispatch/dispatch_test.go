@@ -11,8 +11,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // refusalAt fails the test unless err is a *Refusal at step for capability.

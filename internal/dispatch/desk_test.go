@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // Users of the booking desk used throughout the tests.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capgate/capgate/host/internal/idempotency"
-	"github.com/capgate/capgate/host/internal/idempotency/idempotencytest"
+	"github.com/capgate/capgate/internal/idempotency"
+	"github.com/capgate/capgate/internal/idempotency/idempotencytest"
 	"github.com/capgate/capgate/sdk/pgtest"
 )
 

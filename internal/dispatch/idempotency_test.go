@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/idempotency"
-	"github.com/capgate/capgate/host/internal/idempotency/idempotencytest"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/idempotency"
+	"github.com/capgate/capgate/internal/idempotency/idempotencytest"
 )
 
 // flaky is the desk, except that the calls named in fail end in an

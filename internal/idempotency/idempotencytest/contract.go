@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/idempotency"
+	"github.com/capgate/capgate/internal/idempotency"
 )
 
 // Where returns the location of a fresh, empty database for one test, as

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // cancel is a well-formed capability; the tests below break one part of it

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // The gate matrix: every combination of the inputs the gate decides on,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 func TestUnboundedInputs(t *testing.T) {

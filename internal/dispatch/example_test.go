@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/capgate/capgate/host/internal/dispatch"
-	"github.com/capgate/capgate/host/internal/registry"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // notebook is a plugin's side of the gate: it keeps notes, each owned by a
