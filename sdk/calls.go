@@ -49,21 +49,15 @@ func (s *server) Calls(stream capgatev1.PluginService_CallsServer) error {
 	}
 }
 
-// serveCall runs one call through the same code as the unary RPCs, so the
-// two paths cannot drift apart.
+// serveCall runs one call of the stream.
 func (s *server) serveCall(ctx context.Context, req *capgatev1.CallsRequest) *capgatev1.CallsResponse {
 	out := &capgatev1.CallsResponse{Id: req.Id}
 	var err error
 	switch c := req.Call.(type) {
 	case *capgatev1.CallsRequest_Invoke:
 		var r *capgatev1.InvokeResponse
-		if r, err = s.Invoke(ctx, c.Invoke); err == nil {
+		if r, err = s.invoke(ctx, c.Invoke); err == nil {
 			out.Result = &capgatev1.CallsResponse_Invoke{Invoke: r}
-		}
-	case *capgatev1.CallsRequest_ResolveOwner:
-		var r *capgatev1.ResolveOwnerResponse
-		if r, err = s.ResolveOwner(ctx, c.ResolveOwner); err == nil {
-			out.Result = &capgatev1.CallsResponse_ResolveOwner{ResolveOwner: r}
 		}
 	default:
 		err = status.Errorf(codes.InvalidArgument, "call %d carries no request", req.Id)

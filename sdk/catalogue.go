@@ -33,7 +33,7 @@ type Document struct {
 // Keep the documents current through events: publish "catalogue.upsert"
 // (or "catalogue.delete") with Entity set to the type's name and ID to the
 // record's id after each change is committed, and indexes fetch the new
-// document from List/Get.
+// document from its Source.
 type Entity struct {
 	// Name is lower-case and dotted, e.g. "booking.resource".
 	Name string
@@ -43,15 +43,24 @@ type Entity struct {
 	// or Get start producing different text for the same records, so
 	// indexes built from the old shape rebuild. Empty is a version too.
 	Version string
-	// List returns up to limit documents whose id sorts after after (byte
-	// order; "" starts at the first), sorted by id. Returning fewer than
-	// limit means there are no more.
-	List func(ctx context.Context, after string, limit int) ([]Document, error)
-	// Get returns the documents of the ids that exist, in any order.
-	Get func(ctx context.Context, ids []string) ([]Document, error)
+	// Source serves the type's documents and records. A service built in
+	// Configure is one as soon as its pointer type has the three methods:
+	// pass the *Configured that holds it.
+	Source EntitySource
+}
+
+// EntitySource serves the documents and records of one entity type.
+type EntitySource interface {
+	// Documents returns up to limit documents whose id sorts after after
+	// (byte order; "" starts at the first), sorted by id. Returning fewer
+	// than limit means there are no more.
+	Documents(ctx context.Context, after string, limit int) ([]Document, error)
+	// DocumentsByID returns the documents of the ids that exist, in any
+	// order.
+	DocumentsByID(ctx context.Context, ids []string) ([]Document, error)
 	// Record returns the full current record of id, marshalled to a JSON
 	// object, or NotFound.
-	Record func(ctx context.Context, id string) (any, error)
+	Record(ctx context.Context, id string) (any, error)
 }
 
 // Paging limits of a Documents call, as the contract states them.
@@ -71,8 +80,16 @@ func (p *Plugin) ProvideEntity(e Entity) {
 	if _, dup := p.providers[e.Name]; dup {
 		panic(fmt.Sprintf("sdk.ProvideEntity %q: entity type declared twice", e.Name))
 	}
-	if e.List == nil || e.Get == nil || e.Record == nil {
-		panic(fmt.Sprintf("sdk.ProvideEntity %q: List, Get and Record are required", e.Name))
+	if e.Source == nil {
+		panic(fmt.Sprintf("sdk.ProvideEntity %q: Source is required", e.Name))
+	}
+	if f, ok := e.Source.(EntityFuncs); ok && (f.List == nil || f.Get == nil || f.GetRecord == nil) {
+		panic(fmt.Sprintf("sdk.ProvideEntity %q: EntityFuncs needs List, Get and GetRecord", e.Name))
+	}
+	if c, ok := e.Source.(interface{ sourceType() (string, bool) }); ok {
+		if name, ok := c.sourceType(); !ok {
+			panic(fmt.Sprintf("sdk.ProvideEntity %q: Source holds a %s, which lacks the methods of sdk.EntitySource", e.Name, name))
+		}
 	}
 	p.entities = append(p.entities, &capgatev1.EntityType{Name: e.Name, Description: e.Description, Version: e.Version})
 	p.providers[e.Name] = &e
@@ -98,7 +115,7 @@ func (s *server) Documents(ctx context.Context, req *capgatev1.DocumentsRequest)
 	var docs []Document
 	more := false
 	if len(req.Ids) > 0 {
-		docs, err = e.Get(ctx, req.Ids)
+		docs, err = e.Source.DocumentsByID(ctx, req.Ids)
 	} else {
 		limit := int(req.Limit)
 		switch {
@@ -108,7 +125,7 @@ func (s *server) Documents(ctx context.Context, req *capgatev1.DocumentsRequest)
 			limit = maxDocumentsLimit
 		}
 		// One more than asked tells whether a next page exists.
-		docs, err = e.List(ctx, req.After, limit+1)
+		docs, err = e.Source.Documents(ctx, req.After, limit+1)
 		if len(docs) > limit {
 			docs, more = docs[:limit], true
 		}
@@ -129,9 +146,9 @@ func (s *server) Record(ctx context.Context, req *capgatev1.RecordRequest) (resp
 		return nil, err
 	}
 	defer s.recoverInto(e.Name+" record", &err)
-	rec, err := e.Record(ctx, req.Id)
+	rec, err := e.Source.Record(ctx, req.Id)
 	if err != nil {
-		if te, ok := asToolError(err); ok {
+		if te, ok := asWireError(err); ok {
 			return &capgatev1.RecordResponse{Error: te}, nil
 		}
 		return nil, s.internal(e.Name+" record", "", err)
@@ -145,3 +162,24 @@ func (s *server) Record(ctx context.Context, req *capgatev1.RecordRequest) (resp
 	}
 	return &capgatev1.RecordResponse{Record: b}, nil
 }
+
+// EntityFuncs is an EntitySource made of three functions, for a source
+// that is not a type of its own.
+type EntityFuncs struct {
+	List      func(ctx context.Context, after string, limit int) ([]Document, error)
+	Get       func(ctx context.Context, ids []string) ([]Document, error)
+	GetRecord func(ctx context.Context, id string) (any, error)
+}
+
+// Documents calls List.
+func (f EntityFuncs) Documents(ctx context.Context, after string, limit int) ([]Document, error) {
+	return f.List(ctx, after, limit)
+}
+
+// DocumentsByID calls Get.
+func (f EntityFuncs) DocumentsByID(ctx context.Context, ids []string) ([]Document, error) {
+	return f.Get(ctx, ids)
+}
+
+// Record calls GetRecord.
+func (f EntityFuncs) Record(ctx context.Context, id string) (any, error) { return f.GetRecord(ctx, id) }

@@ -44,7 +44,7 @@ func newShelf() (*sdk.Plugin, *shelf) {
 	p := sdk.New("shelf", "1.0.0")
 	p.ProvideEntity(sdk.Entity{
 		Name: "shelf.book", Description: "a book on the shelf", Version: "3",
-		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+		Source: sdk.EntityFuncs{List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
 			s.limits <- limit
 			i := sort.SearchStrings(s.ids, after)
 			if i < len(s.ids) && s.ids[i] == after {
@@ -56,44 +56,46 @@ func newShelf() (*sdk.Plugin, *shelf) {
 			}
 			return docs, nil
 		},
-		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
-			var docs []sdk.Document
-			for _, id := range ids {
-				if _, ok := slices.BinarySearch(s.ids, id); ok {
-					docs = append(docs, bookDoc(id))
+			Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
+				var docs []sdk.Document
+				for _, id := range ids {
+					if _, ok := slices.BinarySearch(s.ids, id); ok {
+						docs = append(docs, bookDoc(id))
+					}
 				}
-			}
-			return docs, nil
-		},
-		Record: func(ctx context.Context, id string) (any, error) {
-			switch id {
-			case "scalar":
-				return "just a string", nil
-			case "array":
-				return []string{"a"}, nil
-			case "null":
-				return nil, nil
-			case "unencodable":
-				return map[string]any{"c": make(chan int)}, nil
-			case "fail":
-				return nil, errors.New("disk on fire")
-			case "boom":
-				panic("record bug")
-			case "raw":
-				return json.RawMessage(`  {"raw": true}`), nil
-			}
-			if _, ok := slices.BinarySearch(s.ids, id); !ok {
-				return nil, sdk.NotFound("no book %q", id)
-			}
-			return map[string]any{"id": id, "title": "Book " + id, "pages": 300}, nil
-		},
+				return docs, nil
+			},
+			GetRecord: func(ctx context.Context, id string) (any, error) {
+				switch id {
+				case "scalar":
+					return "just a string", nil
+				case "array":
+					return []string{"a"}, nil
+				case "null":
+					return nil, nil
+				case "unencodable":
+					return map[string]any{"c": make(chan int)}, nil
+				case "fail":
+					return nil, errors.New("disk on fire")
+				case "boom":
+					panic("record bug")
+				case "raw":
+					return json.RawMessage(`  {"raw": true}`), nil
+				}
+				if _, ok := slices.BinarySearch(s.ids, id); !ok {
+					return nil, sdk.NotFound("no book %q", id)
+				}
+				return map[string]any{"id": id, "title": "Book " + id, "pages": 300}, nil
+			}},
 	})
 	p.ProvideEntity(sdk.Entity{
 		Name: "shelf.broken",
-		List: func(context.Context, string, int) ([]sdk.Document, error) { panic("list bug") },
-		Get:  func(context.Context, []string) ([]sdk.Document, error) { return nil, errors.New("index corrupt") },
-		Record: func(context.Context, string) (any, error) {
-			panic("record bug")
+		Source: sdk.EntityFuncs{
+			List: func(context.Context, string, int) ([]sdk.Document, error) { panic("list bug") },
+			Get:  func(context.Context, []string) ([]sdk.Document, error) { return nil, errors.New("index corrupt") },
+			GetRecord: func(context.Context, string) (any, error) {
+				panic("record bug")
+			},
 		},
 	})
 	return p, s

@@ -3,89 +3,129 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 )
 
-// Configured holds what a plugin builds in OnConfigure (its service, a
-// store) for the functions the host calls afterwards: tool handlers, owner
-// resolvers and entity functions. OnConfigure calls Set; Handler, Bind and
-// Bind2 turn methods of S into those functions, so each is one line:
+// Configured holds the service a plugin builds when the host configures
+// it (a store, a client), for the functions the host calls afterwards:
+// tool handlers, owner resolvers and entity sources. Configure returns
+// one; Method binds a method of the service to a tool, and a Configured
+// whose service has the methods of EntitySource is an Entity's Source:
 //
-//	svc := &sdk.Configured[Service]{Plugin: p.Name()}
-//	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
-//		... build s ...
-//		svc.Set(s)
-//		return nil
+//	svc := sdk.Configure(p, func(ctx context.Context, env sdk.Env, cfg Config) (*Service, error) {
+//		return Open(ctx, env.DataDir, cfg)
 //	})
 //	sdk.Add(p, sdk.Tool[IDIn, Booking]{
 //		...,
-//		Handler: sdk.Handler(svc, (*Service).Get),
-//		Owner:   sdk.Bind(svc, (*Service).Owner),
+//		Handler: sdk.Method(svc, (*Service).Get),
+//		Owner:   sdk.Method(svc, (*Service).Owner),
 //	})
+//	p.ProvideEntity(sdk.Entity{Name: "booking.resource", Source: svc})
 //
 // The host sends no call before configuring the plugin, so a call that
 // finds nothing set is a bug; it fails with an error naming the plugin
-// rather than a nil dereference. The zero value is ready to use, and a
-// Configured is safe for concurrent use. It must not be copied after
-// first use.
+// rather than a nil dereference. A Configured is safe for concurrent use.
 type Configured[S any] struct {
-	// Plugin names the plugin in the error calls before Set return;
-	// usually p.Name(). Optional.
-	Plugin string
-
-	v atomic.Pointer[S]
+	plugin string
+	v      atomic.Pointer[S]
 }
 
-// Set hands s to every later Get, from any goroutine.
-func (c *Configured[S]) Set(s *S) { c.v.Store(s) }
+// Configure sets how the plugin builds its service when the host
+// configures it, and returns the Configured its tools are bound to. The
+// plugin's config block is decoded into C first, strictly: a key C has no
+// field for fails the host's start-up with its name. Use struct{} for a
+// plugin without options. build runs once, before any call; its error
+// stops the host's start-up with the message, so say which option is
+// wrong.
+func Configure[S, C any](p *Plugin, build func(ctx context.Context, env Env, cfg C) (*S, error)) *Configured[S] {
+	c := &Configured[S]{plugin: p.name}
+	p.OnConfigure(func(ctx context.Context, env Env) error {
+		var cfg C
+		if err := env.DecodeConfig(&cfg); err != nil {
+			return err
+		}
+		s, err := build(ctx, env, cfg)
+		if err != nil {
+			return err
+		}
+		if s == nil {
+			return fmt.Errorf("%s plugin: Configure built no service (nil)", p.name)
+		}
+		c.v.Store(s)
+		return nil
+	})
+	return c
+}
 
-// Get returns what Set stored, or an error naming the plugin if nothing
-// was (or nil was).
+// Get returns the service Configure built, or an error naming the plugin
+// before it was built.
 func (c *Configured[S]) Get() (*S, error) {
 	if s := c.v.Load(); s != nil {
 		return s, nil
 	}
-	if c.Plugin == "" {
-		return nil, fmt.Errorf("plugin is not configured")
-	}
-	return nil, fmt.Errorf("%s plugin is not configured", c.Plugin)
+	return nil, fmt.Errorf("%s plugin is not configured", c.plugin)
 }
 
-// Handler adapts a method of S to a Tool's Handler: the method runs on
-// what c holds, or the call fails with Get's error.
+// Method runs a method of the configured service as a tool's Handler or
+// Owner:
 //
-//	Handler: sdk.Handler(svc, (*Service).Cancel),
-func Handler[S, In, Out any](c *Configured[S], m func(*S, context.Context, Call, In) (Out, error)) func(context.Context, Call, In) (Out, error) {
-	return Bind2(c, m)
-}
-
-// Bind adapts a method of S that takes a context and one argument: a
-// Tool's Owner (the input), an Entity's Get (ids) or Record (an id).
+//	Handler: sdk.Method(svc, (*Service).Cancel),
 //
-//	Owner:  sdk.Bind(svc, (*Service).Owner),
-//	Record: sdk.Bind(svc, (*Service).ResourceRecord),
-func Bind[S, A, R any](c *Configured[S], m func(*S, context.Context, A) (R, error)) func(context.Context, A) (R, error) {
-	return func(ctx context.Context, a A) (R, error) {
+// Before the service is built, the call fails with Get's error.
+func Method[S, In, Out any](c *Configured[S], m func(*S, context.Context, Call, In) (Out, error)) func(context.Context, Call, In) (Out, error) {
+	return func(ctx context.Context, call Call, in In) (Out, error) {
 		s, err := c.Get()
 		if err != nil {
-			var zero R
+			var zero Out
 			return zero, err
 		}
-		return m(s, ctx, a)
+		return m(s, ctx, call, in)
 	}
 }
 
-// Bind2 adapts a method of S that takes a context and two arguments: an
-// Entity's List (after, limit). Handler is Bind2 for tool handlers.
-//
-//	List: sdk.Bind2(svc, (*Service).ResourceDocuments),
-func Bind2[S, A, B, R any](c *Configured[S], m func(*S, context.Context, A, B) (R, error)) func(context.Context, A, B) (R, error) {
-	return func(ctx context.Context, a A, b B) (R, error) {
-		s, err := c.Get()
-		if err != nil {
-			var zero R
-			return zero, err
-		}
-		return m(s, ctx, a, b)
+func (c *Configured[S]) source() (EntitySource, error) {
+	s, err := c.Get()
+	if err != nil {
+		return nil, err
 	}
+	src, ok := any(s).(EntitySource)
+	if !ok {
+		return nil, fmt.Errorf("%s plugin: %T is no sdk.EntitySource", c.plugin, s)
+	}
+	return src, nil
+}
+
+// sourceType lets ProvideEntity refuse, at declaration, a Configured whose
+// service cannot be a Source.
+func (c *Configured[S]) sourceType() (string, bool) {
+	return reflect.TypeFor[*S]().String(), reflect.TypeFor[*S]().Implements(reflect.TypeFor[EntitySource]())
+}
+
+// Documents implements EntitySource with the configured service's method.
+func (c *Configured[S]) Documents(ctx context.Context, after string, limit int) ([]Document, error) {
+	src, err := c.source()
+	if err != nil {
+		return nil, err
+	}
+	return src.Documents(ctx, after, limit)
+}
+
+// DocumentsByID implements EntitySource with the configured service's
+// method.
+func (c *Configured[S]) DocumentsByID(ctx context.Context, ids []string) ([]Document, error) {
+	src, err := c.source()
+	if err != nil {
+		return nil, err
+	}
+	return src.DocumentsByID(ctx, ids)
+}
+
+// Record implements EntitySource with the configured service's method.
+func (c *Configured[S]) Record(ctx context.Context, id string) (any, error) {
+	src, err := c.source()
+	if err != nil {
+		return nil, err
+	}
+	return src.Record(ctx, id)
 }

@@ -103,7 +103,7 @@ func (e Env) Record(ctx context.Context, entity, id string) (json.RawMessage, er
 		return nil, hostError("record of "+entity, err)
 	}
 	if te := resp.GetError(); te != nil {
-		return nil, &toolError{code: te.Code, msg: te.Message}
+		return nil, fromWireError(te)
 	}
 	return resp.Record, nil
 }

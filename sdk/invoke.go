@@ -12,27 +12,6 @@ import (
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
-// RefusedError is the host's gate refusing a nested call (Call.Invoke) to
-// the caller: the call would have been refused had the caller made it
-// directly.
-type RefusedError struct {
-	Capability string
-	// Step is the gate step that refused: pack, user_binding, scope,
-	// permission or ownership.
-	Step   string
-	Reason string
-}
-
-func (e *RefusedError) Error() string {
-	return fmt.Sprintf("%s refused at %s: %s", e.Capability, e.Step, e.Reason)
-}
-
-// IsRefused reports whether err is, or wraps, a RefusedError.
-func IsRefused(err error) bool {
-	var r *RefusedError
-	return errors.As(err, &r)
-}
-
 // ErrUnknownCapability is returned (wrapped) by Call.Invoke when no plugin
 // provides the capability: a plugin that grounds its answers in another
 // pack's capability can fall back when that pack is not installed.
@@ -43,8 +22,8 @@ var ErrUnknownCapability = errors.New("no such capability")
 // caller would, so a plugin can never read or do more than its caller may.
 // args is marshalled to a JSON object (nil means {}); the result is the
 // capability's JSON output. A refusal is a *RefusedError, a failure the
-// caller can act on is the callee's NotFound / InvalidInput / Conflict
-// (return it as is to pass it on), a capability no plugin provides
+// caller can act on is the callee's *Error (return it as is to pass it
+// on), a capability no plugin provides
 // ErrUnknownCapability, anything else an internal error.
 func (c Call) Invoke(ctx context.Context, capability string, args any) (json.RawMessage, error) {
 	if c.host == nil {
@@ -67,10 +46,10 @@ func (c Call) Invoke(ctx context.Context, capability string, args any) (json.Raw
 		return nil, hostError("invoke "+capability, err)
 	}
 	if r := resp.GetRefusal(); r != nil {
-		return nil, &RefusedError{Capability: capability, Step: r.Step, Reason: r.Reason}
+		return nil, &RefusedError{Capability: capability, Step: Step(r.Step), Reason: r.Reason}
 	}
 	if te := resp.GetError(); te != nil {
-		return nil, &toolError{code: te.Code, msg: te.Message}
+		return nil, fromWireError(te)
 	}
 	return resp.Result, nil
 }

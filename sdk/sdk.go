@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -24,18 +25,29 @@ const (
 	Action Kind = 2
 )
 
+// Scope is what a caller's token may do, whatever its role.
+type Scope string
+
+const (
+	// ScopeRead calls read capabilities only.
+	ScopeRead Scope = "read"
+	// ScopeAction calls actions too, for the token's user.
+	ScopeAction Scope = "action"
+	// ScopeAdmin acts on any user's records: the ownership step admits it.
+	ScopeAdmin Scope = "admin"
+)
+
 // Principal is the caller, as the host authenticated it.
 type Principal struct {
-	Role string
-	// Scope is "read", "action" or "admin".
-	Scope string
+	Role  string
+	Scope Scope
 	// UserID is the user the caller acts for; empty for an unbound token.
 	UserID string
 }
 
 // IsAdmin reports whether the caller has the admin scope, which may act on
 // any user's records.
-func (p Principal) IsAdmin() bool { return p.Scope == "admin" }
+func (p Principal) IsAdmin() bool { return p.Scope == ScopeAdmin }
 
 // Call describes the call a handler is serving.
 type Call struct {
@@ -64,7 +76,8 @@ type Tool[In, Out any] struct {
 	// Description tells an agent when to use the capability.
 	Description string
 	Kind        Kind
-	// Pack is the operator toggle the capability belongs to.
+	// Pack is the operator toggle the capability belongs to; empty means
+	// the plugin's pack (its name, unless Plugin.SetPack changed it).
 	Pack string
 	// Permission is what the caller's role must hold. Empty means any
 	// authenticated caller whose scope allows the kind.
@@ -73,19 +86,20 @@ type Tool[In, Out any] struct {
 	Destructive bool
 	// Handler runs the capability.
 	Handler func(ctx context.Context, call Call, in In) (Out, error)
-	// Owner, when set, makes the capability owner-guarded: before the call,
-	// the host asks it which user owns the target named by in, and refuses
-	// callers who are not that user. It returns NotFound for a target that
-	// does not exist.
-	Owner func(ctx context.Context, in In) (userID string, err error)
+	// Owner, when set, makes the capability owner-guarded: it names the
+	// user who owns the target in names, and the call is refused, before
+	// Handler runs, to callers who are not that user (admin-scope callers
+	// excepted, and Owner is then not asked). It returns NotFound for a
+	// target that does not exist; a target owned by no one ("") is refused
+	// to everyone. Owner and Handler run in the same call, on the same
+	// decoded input.
+	Owner func(ctx context.Context, call Call, in In) (userID string, err error)
 }
 
 // Env is what the host hands a plugin before its first call.
 type Env struct {
 	// DataDir is a directory that belongs to this plugin alone.
 	DataDir string
-	// Config is the plugin's config block from the host config, as JSON.
-	Config json.RawMessage
 	// Logger writes to the host's log, tagged with the plugin's name.
 	Logger *slog.Logger
 	// HostVersion is the capgate build version.
@@ -93,23 +107,40 @@ type Env struct {
 	// MaxResults is the host's max_results: the most items a listing
 	// capability should return in one call. Never below 1.
 	MaxResults int
-	// LLMConnectionSlug is the host's llm_connection_slug: the LLM
-	// connection the llm pack answers with; empty when none is set.
-	LLMConnectionSlug string
 
-	host hostConn // the host's services; nil when no host configured the plugin
+	config json.RawMessage // the plugin's config block, as JSON
+	read   *atomic.Bool    // whether the plugin has read config
+	host   hostConn        // the host's services; nil when no host configured the plugin
 }
 
-// DecodeConfig decodes the config block into v, refusing unknown keys so a
-// misspelt option is an error at start-up rather than silently ignored.
+// DecodeConfig decodes the plugin's config block from the host config into
+// v, refusing unknown keys so a misspelt option is an error at start-up
+// rather than silently ignored. Configure calls it for you.
 func (e Env) DecodeConfig(v any) error {
-	return decodeStrict(e.Config, v)
+	e.markRead()
+	return decodeStrict(e.config, v)
+}
+
+// ConfigJSON returns the plugin's config block as JSON, for a plugin that
+// decodes it itself and so takes on refusing what it does not know. A
+// plugin that reads its block neither this way nor with DecodeConfig (or
+// Configure) gets a start-up error for every key in it.
+func (e Env) ConfigJSON() json.RawMessage {
+	e.markRead()
+	return e.config
+}
+
+func (e Env) markRead() {
+	if e.read != nil {
+		e.read.Store(true)
+	}
 }
 
 // Plugin is a plugin under construction: create it with New, add tools, then
 // Serve it.
 type Plugin struct {
 	name, version string
+	pack          string
 	tools         []*tool
 	byName        map[string]*tool
 	entities      []*capgatev1.EntityType
@@ -121,9 +152,10 @@ type Plugin struct {
 }
 
 type tool struct {
-	desc   *capgatev1.Capability
-	invoke func(ctx context.Context, call Call, args json.RawMessage) (json.RawMessage, error)
-	owner  func(ctx context.Context, args json.RawMessage) (string, error)
+	desc *capgatev1.Capability
+	// invoke decodes args once, runs the ownership step when check is set
+	// (refused reports a refusal: nothing ran), then the handler.
+	invoke func(ctx context.Context, call Call, args json.RawMessage, check *capgatev1.OwnerCheck) (out json.RawMessage, refused bool, err error)
 }
 
 var (
@@ -138,13 +170,17 @@ func New(name, version string) *Plugin {
 		panic(fmt.Sprintf("sdk.New: plugin name %q must match %s", name, pluginName))
 	}
 	return &Plugin{
-		name: name, version: version, logger: newLogger(name),
+		name: name, version: version, pack: name, logger: newLogger(name),
 		byName: map[string]*tool{}, providers: map[string]*Entity{},
 	}
 }
 
 // Name returns the plugin's name.
 func (p *Plugin) Name() string { return p.name }
+
+// SetPack sets the pack of the capabilities added after it that name none
+// (Tool.Pack); it starts as the plugin's name.
+func (p *Plugin) SetPack(pack string) { p.pack = pack }
 
 // Logger returns the plugin's logger; its records reach the host's log.
 func (p *Plugin) Logger() *slog.Logger { return p.logger }
@@ -186,6 +222,9 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	if t.Kind != Read && t.Kind != Action {
 		panic(fmt.Sprintf("sdk.Add %q: Kind must be sdk.Read or sdk.Action", t.Name))
 	}
+	if t.Pack == "" {
+		t.Pack = p.pack
+	}
 	in := mustSchema[In](t.Name, "input", true)
 	out := mustSchema[Out](t.Name, "output", false)
 	kind := capgatev1.Kind_KIND_READ
@@ -204,30 +243,35 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 			OwnerGuarded: t.Owner != nil,
 			Destructive:  t.Destructive,
 		},
-		invoke: func(ctx context.Context, call Call, raw json.RawMessage) (json.RawMessage, error) {
+		invoke: func(ctx context.Context, call Call, raw json.RawMessage, check *capgatev1.OwnerCheck) (json.RawMessage, bool, error) {
 			in, err := decodeArgs[In](raw)
 			if err != nil {
-				return nil, err
+				return nil, false, err
+			}
+			if check != nil {
+				if t.Owner == nil {
+					// The host asks only for capabilities declared with
+					// an Owner; refusing is the safe answer to a confused one.
+					return nil, true, nil
+				}
+				owner, err := t.Owner(ctx, call, in)
+				if err != nil {
+					return nil, false, err
+				}
+				if owner == "" || owner != check.UserId {
+					return nil, true, nil
+				}
 			}
 			res, err := t.Handler(ctx, call, in)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			b, err := json.Marshal(res)
+			b, err := encodeResult(res)
 			if err != nil {
-				return nil, fmt.Errorf("encode result of %s: %w", t.Name, err)
+				return nil, false, fmt.Errorf("encode result of %s: %w", t.Name, err)
 			}
-			return b, nil
+			return b, false, nil
 		},
-	}
-	if t.Owner != nil {
-		tl.owner = func(ctx context.Context, raw json.RawMessage) (string, error) {
-			in, err := decodeArgs[In](raw)
-			if err != nil {
-				return "", err
-			}
-			return t.Owner(ctx, in)
-		}
 	}
 	p.tools = append(p.tools, tl)
 	p.byName[t.Name] = tl
@@ -243,6 +287,7 @@ func mustSchema[T any](name, which string, input bool) []byte {
 	if s.Type != "object" {
 		panic(fmt.Sprintf("sdk.Add %q: %s type must be a struct (a JSON object), its schema type is %q", name, which, s.Type))
 	}
+	arraysNotNull(s, reflect.TypeFor[T](), map[reflect.Type]bool{})
 	if input {
 		if err := boundInput(s, reflect.TypeFor[T]()); err != nil {
 			panic(fmt.Sprintf("sdk.Add %q: %v", name, err))

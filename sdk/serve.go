@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -14,8 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/internal/pluginwire"
+	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/sdk/internal/serving"
 )
 
 // Serve runs the plugin until the host stops it, then runs the OnClose
@@ -25,7 +27,7 @@ func Serve(p *Plugin) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: pluginwire.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
-			capgatev1.ProtocolVersion: {capgatev1.PluginName: &pluginwire.Plugin{Impl: NewServer(p)}},
+			capgatev1.ProtocolVersion: pluginwire.PluginSet(newServer(p)),
 		},
 		GRPCServer: newGRPCServer,
 		Logger: hclog.New(&hclog.LoggerOptions{
@@ -48,24 +50,11 @@ const DefaultMaxResults = 20
 // sized for a host under heavy load.
 const streamWorkers = 64
 
-// windowSize is the fixed HTTP/2 flow-control window of the plugin link.
-const windowSize = 1 << 20
-
-// maxRecvBytes bounds one message from the host. The host's own limit on a
-// request body (at most 64 MiB) bounds a call's arguments first; gRPC's
-// default of 4 MiB would end the whole call stream on a larger one.
-const maxRecvBytes = 80 << 20
-
-// newGRPCServer is go-plugin's server with a fixed flow-control window: that
-// turns off gRPC's bandwidth estimator, which keeps pinging while calls flow
-// over a local socket with no bandwidth to discover. The host fixes its side
-// the same way. Calls themselves run on workerPool.
+// newGRPCServer is go-plugin's server with the plugin link's options (a
+// fixed flow-control window, the message limit). Calls themselves run on
+// workerPool.
 func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
-	return grpc.NewServer(append(opts,
-		grpc.InitialWindowSize(windowSize),
-		grpc.InitialConnWindowSize(windowSize),
-		grpc.MaxRecvMsgSize(maxRecvBytes),
-	)...)
+	return grpc.NewServer(append(opts, pluginwire.ServerOptions()...)...)
 }
 
 func (p *Plugin) close() error {
@@ -95,9 +84,13 @@ type server struct {
 	workers workerPool // runs the calls of the Calls stream
 }
 
-// NewServer returns the gRPC service of p. Serve uses it; it is exported for
-// package sdktest.
-func NewServer(p *Plugin) pluginwire.Server { return &server{p: p} }
+// newServer returns the gRPC service of p, for Serve and (through package
+// serving) package sdktest.
+func newServer(p *Plugin) *server { return &server{p: p} }
+
+func init() {
+	serving.NewServer = func(p any) serving.Server { return newServer(p.(*Plugin)) }
+}
 
 // Close runs the plugin's OnClose functions once, as Serve does when the
 // host stops the plugin; package sdktest calls it when a test ends.
@@ -126,8 +119,8 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 		s.p.OnClose(conn.Close)
 	}
 	env := Env{
-		DataDir: req.DataDir, Config: req.ConfigJson, Logger: s.p.logger, HostVersion: req.HostVersion,
-		MaxResults: int(req.MaxResults), LLMConnectionSlug: req.LlmConnectionSlug,
+		DataDir: req.DataDir, config: req.ConfigJson, read: new(atomic.Bool), Logger: s.p.logger,
+		HostVersion: req.HostVersion, MaxResults: int(req.MaxResults),
 	}
 	if env.MaxResults < 1 {
 		env.MaxResults = DefaultMaxResults
@@ -141,6 +134,12 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 		if err := s.p.configure(ctx, env); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
+	}
+	// Strict by default: a block no code read is an operator's mistake
+	// (a misspelt plugin, an option of another one) that would otherwise
+	// pass in silence.
+	if keys := configKeys(req.ConfigJson); len(keys) > 0 && !env.read.Load() {
+		return nil, status.Error(codes.InvalidArgument, unreadConfig(keys).Error())
 	}
 	s.configured = true
 	return &capgatev1.ConfigureResponse{}, nil
@@ -199,20 +198,26 @@ func (s *server) lookup(name string) (*tool, error) {
 	return t, nil
 }
 
-func (s *server) Invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp *capgatev1.InvokeResponse, err error) {
+// invoke runs one call: the ownership step when the host asks for it, then
+// the handler, on arguments decoded once.
+func (s *server) invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp *capgatev1.InvokeResponse, err error) {
 	t, err := s.lookup(req.Capability)
 	if err != nil {
 		return nil, err
 	}
 	defer s.recoverInto(req.Capability, &err)
 	pr := req.GetPrincipal()
-	call := Call{ID: req.CallId, Principal: Principal{Role: pr.GetRole(), Scope: pr.GetScope(), UserID: pr.GetUserId()}}
+	call := Call{ID: req.CallId, Principal: Principal{Role: pr.GetRole(), Scope: Scope(pr.GetScope()), UserID: pr.GetUserId()}}
 	if s.host != nil {
 		call.host = s.host
 	}
-	out, err := t.invoke(ctx, call, req.Arguments)
-	if err != nil {
-		if te, ok := asToolError(err); ok {
+	out, refused, err := t.invoke(ctx, call, req.Arguments, req.OwnerCheck)
+	switch {
+	case refused:
+		return &capgatev1.InvokeResponse{Refusal: &capgatev1.Refusal{Step: string(StepOwnership),
+			Reason: "the target does not belong to this token's user"}}, nil
+	case err != nil:
+		if te, ok := asWireError(err); ok {
 			return &capgatev1.InvokeResponse{Error: te}, nil
 		}
 		return nil, s.internal(req.Capability, req.CallId, err)
@@ -226,25 +231,6 @@ func (s *server) Invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp
 			Message: resultTooLarge(req.Capability, len(out), s.maxResult)}}, nil
 	}
 	return &capgatev1.InvokeResponse{Result: out}, nil
-}
-
-func (s *server) ResolveOwner(ctx context.Context, req *capgatev1.ResolveOwnerRequest) (resp *capgatev1.ResolveOwnerResponse, err error) {
-	t, err := s.lookup(req.Capability)
-	if err != nil {
-		return nil, err
-	}
-	if t.owner == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "capability %q is not owner-guarded", req.Capability)
-	}
-	defer s.recoverInto(req.Capability, &err)
-	owner, err := t.owner(ctx, req.Arguments)
-	if err != nil {
-		if te, ok := asToolError(err); ok {
-			return &capgatev1.ResolveOwnerResponse{Error: te}, nil
-		}
-		return nil, s.internal(req.Capability, "", err)
-	}
-	return &capgatev1.ResolveOwnerResponse{OwnerUserId: owner}, nil
 }
 
 // internal keeps a handler's own error text in the plugin's log and gives

@@ -17,12 +17,11 @@ type constProvider struct {
 	result json.RawMessage
 }
 
-func (c constProvider) Invoke(context.Context, dispatch.Principal, string, json.RawMessage) (json.RawMessage, error) {
+func (c constProvider) Invoke(_ context.Context, r dispatch.Request) (json.RawMessage, error) {
+	if err := r.Owned(c.owner); err != nil {
+		return nil, err
+	}
 	return c.result, nil
-}
-
-func (c constProvider) ResolveOwner(context.Context, string, json.RawMessage) (string, error) {
-	return c.owner, nil
 }
 
 // BenchmarkInvoke measures the gate's own overhead per call: every step,

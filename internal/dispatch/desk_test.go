@@ -108,22 +108,23 @@ func (d *desk) target(args json.RawMessage) (*booking, error) {
 	return b, nil
 }
 
-// ResolveOwner implements dispatch.Provider.
-func (d *desk) ResolveOwner(_ context.Context, capability string, args json.RawMessage) (string, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.resolved = append(d.resolved, capability)
-	b, err := d.target(args)
-	if err != nil {
-		return "", err
-	}
-	return b.Owner, nil
-}
-
 // Invoke implements dispatch.Provider.
-func (d *desk) Invoke(_ context.Context, p dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
+func (d *desk) Invoke(_ context.Context, r dispatch.Request) (json.RawMessage, error) {
+	p, capability, args := r.Principal, r.Capability, r.Args
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if r.CheckOwner {
+		// The ownership step, as a plugin runs it: resolve, then refuse
+		// before anything runs.
+		d.resolved = append(d.resolved, capability)
+		b, err := d.target(args)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Owned(b.Owner); err != nil {
+			return nil, err
+		}
+	}
 	d.invoked = append(d.invoked, capability)
 	d.lastP, d.lastArgs = p, args
 	switch capability {

@@ -84,13 +84,35 @@ func (e *ToolError) Error() string { return e.Message }
 // ErrUnknownCapability is returned for a name no plugin provides.
 var ErrUnknownCapability = errors.New("unknown capability")
 
+// Request is a call the gate has admitted, as a Provider receives it.
+type Request struct {
+	Principal  Principal
+	Capability string
+	// Args are the validated arguments, always a JSON object.
+	Args json.RawMessage
+	// CheckOwner is the ownership step, which only the providing plugin
+	// can decide: the target the arguments name must belong to
+	// Principal.UserID. The provider refuses otherwise with a *Refusal at
+	// StepOwnership and runs nothing; a target that does not exist is its
+	// NotFound.
+	CheckOwner bool
+}
+
+// Owned is the ownership step for a provider that knows the owner of the
+// target: nil when r does not check ownership or owner is the caller's
+// user, the refusal otherwise. A target without an owner belongs to no one.
+func (r Request) Owned(owner string) error {
+	if !r.CheckOwner || (owner != "" && owner == r.Principal.UserID) {
+		return nil
+	}
+	return &Refusal{Step: StepOwnership, Capability: r.Capability, Reason: OwnershipReason}
+}
+
 // Provider runs capabilities; the plugin host implements it per plugin.
 type Provider interface {
-	// Invoke runs the capability. A *ToolError is returned as is.
-	Invoke(ctx context.Context, p Principal, capability string, args json.RawMessage) (json.RawMessage, error)
-	// ResolveOwner returns the user id owning the call's target. A missing
-	// target is a *ToolError with code NotFound.
-	ResolveOwner(ctx context.Context, capability string, args json.RawMessage) (string, error)
+	// Invoke runs the call in one round trip, its ownership step included.
+	// A *ToolError, or a *Refusal at StepOwnership, is returned as is.
+	Invoke(ctx context.Context, r Request) (json.RawMessage, error)
 }
 
 // Policy is the operator's part of the decision: which packs are on and
@@ -291,17 +313,32 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 	return d.run(ctx, p, e, args)
 }
 
-// run is the ownership step and the call itself.
+// OwnershipReason is what an ownership refusal says.
+const OwnershipReason = "the target does not belong to this token's user"
+
+// ErrResultMismatch wraps a result that does not match the capability's
+// output schema: a bug in the providing plugin, which the caller can do
+// nothing about.
+var ErrResultMismatch = errors.New("result does not match the output schema")
+
+// run is the ownership step and the call itself, sent together: the
+// providing plugin resolves the owner and runs the call in one round trip.
+// The result is checked against the output schema before anyone sees it.
 func (d *Dispatcher) run(ctx context.Context, p Principal, e *registry.Entry, args json.RawMessage) (json.RawMessage, error) {
-	prov := d.providers[e.Plugin]
-	if e.OwnerGuarded && p.Scope != ScopeAdmin {
-		owner, err := prov.ResolveOwner(ctx, e.Name, args)
-		if err != nil {
-			return nil, err
+	check := e.OwnerGuarded && p.Scope != ScopeAdmin
+	res, err := d.providers[e.Plugin].Invoke(ctx, Request{Principal: p, Capability: e.Name, Args: args, CheckOwner: check})
+	if err != nil {
+		var r *Refusal
+		if errors.As(err, &r) {
+			if !check || r.Step != StepOwnership {
+				return nil, fmt.Errorf("plugin %q refused %s at step %q it was not asked to decide", e.Plugin, e.Name, r.Step)
+			}
+			r.Capability = e.Name
 		}
-		if owner == "" || owner != p.UserID {
-			return nil, &Refusal{Step: StepOwnership, Capability: e.Name, Reason: "the target does not belong to this token's user"}
-		}
+		return nil, err
 	}
-	return prov.Invoke(ctx, p, e.Name, args)
+	if verr := e.ValidateResult(res); verr != nil {
+		return nil, fmt.Errorf("plugin %q: %s: %w: %s", e.Plugin, e.Name, ErrResultMismatch, shorten(verr.Error()))
+	}
+	return res, nil
 }

@@ -16,27 +16,27 @@ type notebook struct{ notes map[string]note }
 
 type note struct{ Owner, Text string }
 
-func (n notebook) ResolveOwner(_ context.Context, _ string, args json.RawMessage) (string, error) {
+// Invoke runs a call the gate admitted. The gate leaves the ownership
+// step to the provider, which alone knows who owns a note: r.Owned refuses
+// a caller who is not the owner, before anything runs.
+func (n notebook) Invoke(_ context.Context, r dispatch.Request) (json.RawMessage, error) {
 	var a struct{ ID string }
-	_ = json.Unmarshal(args, &a) // the gate has validated args already
+	_ = json.Unmarshal(r.Args, &a) // the gate has validated the arguments already
 	nt, ok := n.notes[a.ID]
 	if !ok {
-		return "", &dispatch.ToolError{Code: dispatch.NotFound, Message: fmt.Sprintf("no note %q", a.ID)}
+		return nil, &dispatch.ToolError{Code: dispatch.NotFound, Message: fmt.Sprintf("no note %q", a.ID)}
 	}
-	return nt.Owner, nil
-}
-
-func (n notebook) Invoke(_ context.Context, p dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
-	var a struct{ ID string }
-	_ = json.Unmarshal(args, &a)
-	switch capability {
+	if err := r.Owned(nt.Owner); err != nil {
+		return nil, err
+	}
+	switch r.Capability {
 	case "notes.read":
-		return json.Marshal(n.notes[a.ID].Text)
+		return json.Marshal(nt.Text)
 	case "notes.erase":
 		delete(n.notes, a.ID)
 		return json.RawMessage(`"erased"`), nil
 	}
-	return nil, fmt.Errorf("no capability %q", capability)
+	return nil, fmt.Errorf("no capability %q", r.Capability)
 }
 
 // The gate in use: a plugin declares two capabilities, the operator's

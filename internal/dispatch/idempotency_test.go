@@ -23,8 +23,8 @@ type flaky struct {
 	fail int
 }
 
-func (f *flaky) Invoke(ctx context.Context, p dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
-	res, err := f.desk.Invoke(ctx, p, capability, args)
+func (f *flaky) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage, error) {
+	res, err := f.desk.Invoke(ctx, r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail > 0 {

@@ -62,6 +62,8 @@ type Capability struct {
 type Entry struct {
 	Capability
 	input *jsonschema.Resolved
+	// output is the compiled output schema, nil when none is declared.
+	output *jsonschema.Resolved
 	// emptyErr is the input schema's verdict on the empty object, computed
 	// once at Add: calls to tools that take no arguments are the common case
 	// and need no decoding or schema walk.
@@ -100,6 +102,24 @@ func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 		return e.emptyErr
 	}
 	return e.input.Validate(m)
+}
+
+// ValidateResult checks a capability's JSON result against its output
+// schema; with no output schema declared, any JSON object passes. A
+// mismatch is a bug in the providing plugin.
+func (e *Entry) ValidateResult(raw json.RawMessage) error {
+	if e.output == nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("result is not valid JSON: %w", err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return errors.New("result must be a JSON object")
+	}
+	return e.output.Validate(m)
 }
 
 // namePattern is the capability naming rule: lower-case dotted segments.
@@ -150,12 +170,13 @@ func (r *Registry) Add(c Capability) error {
 	if err != nil {
 		return fmt.Errorf("capability %q: input schema: %w", c.Name, err)
 	}
+	var out *jsonschema.Resolved
 	if len(c.OutputSchema) > 0 {
-		if _, err := compile(c.OutputSchema); err != nil {
+		if out, err = compile(c.OutputSchema); err != nil {
 			return fmt.Errorf("capability %q: output schema: %w", c.Name, err)
 		}
 	}
-	e := &Entry{Capability: c, input: in, emptyErr: in.Validate(map[string]any{}), maxString: longestString(c.InputSchema)}
+	e := &Entry{Capability: c, input: in, output: out, emptyErr: in.Validate(map[string]any{}), maxString: longestString(c.InputSchema)}
 	r.byName[c.Name] = e
 	i, _ := slices.BinarySearchFunc(r.ordered, c.Name, func(e *Entry, n string) int { return strings.Compare(e.Name, n) })
 	r.ordered = slices.Insert(r.ordered, i, e)

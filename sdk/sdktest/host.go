@@ -3,7 +3,9 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -15,31 +17,33 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/pluginwire"
+	"github.com/capgate/capgate/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
-	"github.com/capgate/capgate/internal/pluginwire"
+	"github.com/capgate/capgate/sdk/internal/serving"
 )
 
-// Host is a small in-process stand-in for the capgate host, for plugins
-// that work with each other through it: it serves each plugin the host
-// services over the real broker, keeps every published event on one
-// in-memory bus (retained forever, cursors from 1), and forwards the
-// catalogue calls (Documents, Record) to the plugin that provides the
-// entity type. Add the plugins, then Start them, as the host does.
-//
-// It is not the gate and it validates no event: it exercises what plugins
-// do with each other.
+// Host is an in-process capgate host for plugins under test: it serves
+// each plugin the host services over the real broker, keeps every
+// published event on one in-memory bus (retained forever, cursors from
+// 1), forwards the catalogue calls (Documents, Record) to the plugin that
+// provides the entity type, and runs every call through the real gate (see
+// the package doc). Add the plugins, then Start them, as the host does.
+// It validates no event.
 type Host struct {
 	// MaxResults is handed to plugins added after it is set, as the
 	// host's max_results; 0 leaves the SDK's default of 20.
 	MaxResults int
-	// LLMConnectionSlug is handed to plugins added after it is set, as the
-	// host's llm_connection_slug.
-	LLMConnectionSlug string
-	// Refuse, when set, stands in for the gate on nested calls
-	// (sdk.Call.Invoke): a non-empty step refuses the call with reason.
-	// Unset, every nested call is admitted.
-	Refuse func(p sdk.Principal, capability string) (step, reason string)
+	// Roles maps a role to the permissions it holds, as the host config's
+	// roles do ("*" holds every permission, "booking.*" every one starting
+	// with "booking."). Nil, every role holds every permission. Set it
+	// before Start.
+	Roles map[string][]string
+	// DisabledPacks are packs the operator turned off; every other pack of
+	// the added plugins is on. Set it before Start.
+	DisabledPacks []string
 
 	t       testing.TB
 	id      string
@@ -51,23 +55,38 @@ type Host struct {
 	// provider maps an entity type to its plugin, from Start on.
 	provider map[string]*Client
 	catalog  []*capgatev1.EntityType
-	// capability maps a capability to its plugin, from Start on.
-	capability map[string]*Client
+	// The gate, from Start on: roles are the ones it knows (grown by
+	// gateFor while Roles is nil).
+	reg       *registry.Registry
+	policy    dispatch.Policy
+	providers map[string]dispatch.Provider
+	gate      *dispatch.Dispatcher
 	// calls holds the callers of the calls in progress, by call id.
-	calls  map[string]sdk.Principal
+	calls  map[string]inflight
 	callID int
 }
 
-// beginCall records a call in progress by pr and returns its id.
-func (h *Host) beginCall(pr sdk.Principal) string {
+// MaxNestedDepth bounds how deep plugins may call capabilities through
+// the host while serving a call, as the host bounds it.
+const MaxNestedDepth = 4
+
+type inflight struct {
+	principal dispatch.Principal
+	depth     int
+}
+
+type depthKey struct{}
+
+// beginCall records a call in progress and returns its id.
+func (h *Host) beginCall(pr dispatch.Principal, depth int) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.callID++
 	id := fmt.Sprintf("sdktest-%d", h.callID)
 	if h.calls == nil {
-		h.calls = map[string]sdk.Principal{}
+		h.calls = map[string]inflight{}
 	}
-	h.calls[id] = pr
+	h.calls[id] = inflight{principal: pr, depth: depth}
 	return id
 }
 
@@ -96,20 +115,18 @@ func (h *Host) Add(p *sdk.Plugin, config any, dataDir string) (*Client, error) {
 	if dataDir == "" {
 		dataDir = h.t.TempDir()
 	}
-	srv := sdk.NewServer(p)
-	conn, _ := plugin.TestPluginGRPCConn(h.t, false, map[string]plugin.Plugin{
-		capgatev1.PluginName: &pluginwire.Plugin{Impl: srv},
-	})
+	srv := serving.NewServer(p)
+	conn, _ := plugin.TestPluginGRPCConn(h.t, false, pluginwire.PluginSet(srv))
 	c := &Client{host: h, name: p.Name()}
 	// Closing the client asks the server to shut down, as the host does
 	// when it stops a plugin (stopping the server again would race it);
 	// then the plugin's OnClose functions run, as sdk.Serve runs them.
 	c.stop = func() error {
-		_ = conn.Close()
-		if cl, ok := srv.(interface{ Close() error }); ok {
-			return cl.Close()
+		if c.calls != nil {
+			c.calls.Close()
 		}
-		return nil
+		_ = conn.Close()
+		return srv.Close()
 	}
 	h.t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
@@ -139,10 +156,13 @@ func (h *Host) Add(p *sdk.Plugin, config any, dataDir string) (*Client, error) {
 	}
 	_, err = wc.Configure(context.Background(), &capgatev1.ConfigureRequest{
 		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: "sdktest",
-		MaxResults: uint32(max(h.MaxResults, 0)), LlmConnectionSlug: h.LLMConnectionSlug,
+		MaxResults: uint32(max(h.MaxResults, 0)), MaxResultBytes: maxResultBytes,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("configure: %w", err)
+		return nil, fmt.Errorf("configure: %s", pluginwire.StatusMessage(err))
+	}
+	if c.calls, err = pluginwire.OpenCalls(context.Background(), c.rpc); err != nil {
+		return nil, fmt.Errorf("open call stream: %s", pluginwire.StatusMessage(err))
 	}
 	h.mu.Lock()
 	h.clients = append(h.clients, c)
@@ -162,16 +182,24 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 	clients := slices.Clone(h.clients)
 	h.mu.Unlock()
 	provider := map[string]*Client{}
-	capability := map[string]*Client{}
+	providers := map[string]dispatch.Provider{}
 	var catalog []*capgatev1.EntityType
+	var caps []registry.Capability
+	packs := map[string]bool{}
 	for _, c := range clients {
 		d, err := c.Describe(ctx)
 		if err != nil {
 			return fmt.Errorf("describe %s: %w", c.name, err)
 		}
 		for _, cp := range d.Capabilities {
-			capability[cp.Name] = c
+			rc, err := pluginwire.Capability(cp, c.name)
+			if err != nil {
+				return fmt.Errorf("plugin %s: %w", c.name, err)
+			}
+			caps = append(caps, rc)
+			packs[rc.Pack] = true
 		}
+		providers[c.name] = gateProvider{c}
 		for _, e := range d.Entities {
 			if other, dup := provider[e.Name]; dup {
 				return fmt.Errorf("entity type %q provided by %s and %s", e.Name, other.name, c.name)
@@ -183,8 +211,26 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 		}
 	}
 	sort.Slice(catalog, func(i, j int) bool { return catalog[i].Name < catalog[j].Name })
+	reg := registry.New(slices.Collect(maps.Keys(packs)))
+	for _, rc := range caps {
+		if err := reg.Add(rc); err != nil {
+			return fmt.Errorf("plugin %s declares an invalid capability: %w", rc.Plugin, err)
+		}
+	}
+	for _, off := range h.DisabledPacks {
+		packs[off] = false
+	}
+	policy := dispatch.Policy{Packs: packs, Roles: maps.Clone(h.Roles)}
+	if policy.Roles == nil {
+		policy.Roles = map[string][]string{}
+	}
+	gate, err := dispatch.New(reg, policy, providers)
+	if err != nil {
+		return fmt.Errorf("sdktest: %w", err)
+	}
 	h.mu.Lock()
-	h.provider, h.catalog, h.capability, h.started = provider, catalog, capability, true
+	h.provider, h.catalog, h.started = provider, catalog, true
+	h.reg, h.policy, h.providers, h.gate = reg, policy, providers, gate
 	h.mu.Unlock()
 	for _, c := range clients {
 		if _, err := c.rpc.Start(ctx, &capgatev1.StartRequest{Rebuild: rebuild}); err != nil {
@@ -325,55 +371,63 @@ func (c *Client) Stop() error {
 	return c.stopErr
 }
 
-// Invoke runs a nested call as the caller of the call in progress, after
-// Refuse (the stand-in gate) has had its say.
+// Invoke runs a nested call through the gate as the caller of the call in
+// progress, as the host does.
 func (s *hostService) Invoke(ctx context.Context, req *capgatev1.HostServiceInvokeRequest) (*capgatev1.HostServiceInvokeResponse, error) {
 	s.h.mu.Lock()
-	pr, ok := s.h.calls[req.CallId]
-	target := s.h.capability[req.Capability]
-	refuse := s.h.Refuse
+	parent, ok := s.h.calls[req.CallId]
 	s.h.mu.Unlock()
 	switch {
 	case !ok:
-		return nil, status.Errorf(codes.PermissionDenied, "call_id %q is not a call in progress", req.CallId)
-	case target == nil:
-		return nil, status.Errorf(codes.NotFound, "no capability %q", req.Capability)
+		return nil, status.Errorf(codes.PermissionDenied, "call_id %q is not a call plugin %q is serving", req.CallId, s.plugin)
+	case parent.depth >= MaxNestedDepth:
+		return nil, status.Errorf(codes.ResourceExhausted, "calls nest deeper than %d", MaxNestedDepth)
 	}
-	if refuse != nil {
-		if step, reason := refuse(pr, req.Capability); step != "" {
-			return &capgatev1.HostServiceInvokeResponse{Refusal: &capgatev1.Refusal{Step: step, Reason: reason}}, nil
-		}
+	res, err := s.h.invokeGate(ctx, parent.principal, req.Capability, req.Arguments, parent.depth+1)
+	if err != nil && !isGateOutcome(err) {
+		s.h.t.Logf("sdktest: nested call of %s by plugin %s failed: %v", req.Capability, s.plugin, err)
 	}
-	raw, te, err := target.Invoke(ctx, req.Capability, pr, json.RawMessage(req.Arguments))
-	switch {
-	case err != nil:
-		return nil, err
-	case te != nil:
-		return &capgatev1.HostServiceInvokeResponse{Error: &capgatev1.ToolError{Code: te.Code, Message: te.Message}}, nil
-	}
-	return &capgatev1.HostServiceInvokeResponse{Result: raw}, nil
+	return pluginwire.NestedResponse(ctx, req.Capability, res, err)
 }
 
 // Documents asks the plugin for a page of the documents of entity it
-// provides, as the host does when an index syncs.
-func (c *Client) Documents(ctx context.Context, entity, after string, limit int) (*capgatev1.DocumentsResponse, error) {
-	return c.rpc.Documents(ctx, &capgatev1.DocumentsRequest{Entity: entity, After: after, Limit: uint32(max(limit, 0))})
+// provides, as the host does when an index syncs: up to limit documents
+// whose id sorts after after (0 means the contract's 500), and whether
+// more follow.
+func (c *Client) Documents(ctx context.Context, entity, after string, limit int) ([]sdk.Document, bool, error) {
+	resp, err := c.rpc.Documents(ctx, &capgatev1.DocumentsRequest{Entity: entity, After: after, Limit: uint32(max(limit, 0))})
+	if err != nil {
+		return nil, false, errors.New(pluginwire.StatusMessage(err))
+	}
+	return documents(resp), resp.More, nil
 }
 
 // DocumentsByID asks the plugin for the documents of entity with these ids.
-func (c *Client) DocumentsByID(ctx context.Context, entity string, ids ...string) (*capgatev1.DocumentsResponse, error) {
-	return c.rpc.Documents(ctx, &capgatev1.DocumentsRequest{Entity: entity, Ids: ids})
+func (c *Client) DocumentsByID(ctx context.Context, entity string, ids ...string) ([]sdk.Document, error) {
+	resp, err := c.rpc.Documents(ctx, &capgatev1.DocumentsRequest{Entity: entity, Ids: ids})
+	if err != nil {
+		return nil, errors.New(pluginwire.StatusMessage(err))
+	}
+	return documents(resp), nil
+}
+
+func documents(resp *capgatev1.DocumentsResponse) []sdk.Document {
+	out := make([]sdk.Document, len(resp.Documents))
+	for i, d := range resp.Documents {
+		out[i] = sdk.Document{ID: d.Id, Title: d.Title, Body: d.Body, Fields: d.Fields}
+	}
+	return out
 }
 
 // Record asks the plugin for the full record of entity id. A failure the
-// plugin reports for the agent (NotFound) is a *ToolError.
-func (c *Client) Record(ctx context.Context, entity, id string) (json.RawMessage, *ToolError, error) {
+// plugin reports for the agent (NotFound) is an *sdk.Error.
+func (c *Client) Record(ctx context.Context, entity, id string) (json.RawMessage, error) {
 	resp, err := c.rpc.Record(ctx, &capgatev1.RecordRequest{Entity: entity, Id: id})
 	if err != nil {
-		return nil, nil, err
+		return nil, errors.New(pluginwire.StatusMessage(err))
 	}
 	if e := resp.GetError(); e != nil {
-		return nil, &ToolError{Code: e.Code, Message: e.Message}, nil
+		return nil, fromGate(entity, pluginwire.ToolError(e))
 	}
-	return resp.Record, nil, nil
+	return resp.Record, nil
 }

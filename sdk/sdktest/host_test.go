@@ -12,14 +12,20 @@ import (
 func provider(name string, entities ...string) *sdk.Plugin {
 	p := sdk.New(name, "1")
 	for _, e := range entities {
-		p.ProvideEntity(sdk.Entity{
-			Name:   e,
-			List:   func(context.Context, string, int) ([]sdk.Document, error) { return nil, nil },
-			Get:    func(context.Context, []string) ([]sdk.Document, error) { return nil, nil },
-			Record: func(_ context.Context, id string) (any, error) { return nil, sdk.NotFound("no %s", id) },
-		})
+		p.ProvideEntity(sdk.Entity{Name: e, Source: emptySource{}})
 	}
 	return p
+}
+
+// emptySource provides an entity type without records.
+type emptySource struct{}
+
+func (emptySource) Documents(context.Context, string, int) ([]sdk.Document, error) { return nil, nil }
+func (emptySource) DocumentsByID(context.Context, []string) ([]sdk.Document, error) {
+	return nil, nil
+}
+func (emptySource) Record(_ context.Context, id string) (any, error) {
+	return nil, sdk.NotFound("no %s", id)
 }
 
 // TestHostRefusesAnEntityProvidedTwice, as the host does.

@@ -1,11 +1,30 @@
-// Package sdktest runs a plugin's capabilities through the real gRPC
-// contract, in-process: the same handshake-free gRPC server and client the
-// host uses, connected over a local socket, with the host's services served
-// back over the go-plugin broker. A plugin's tests need no built binary.
+// Package sdktest runs a plugin in a test exactly as the host runs it, in
+// process and without a built binary: the SDK's own plugin server and the
+// host's own client of the Calls stream, connected over gRPC, the host's
+// services served back over the go-plugin broker, and every call through
+// the host's real gate and registry:
 //
-// The harness is not the gate: it does not check packs, scopes, permissions
-// or ownership, and it does not validate arguments against the input schema.
-// It exercises what the plugin itself does with a call.
+//  1. pack: the capability's pack is on (every pack is, unless
+//     Host.DisabledPacks turns it off);
+//  2. user binding: an action needs a principal bound to a user;
+//  3. scope: a read-scope principal calls only read capabilities;
+//  4. permission: the principal's role holds the capability's permission
+//     (Host.Roles; by default every role holds every permission);
+//  5. arguments: they are checked against the input schema;
+//  6. ownership: an owner-guarded capability's target belongs to the
+//     principal's user (admin scope excepted), decided by the plugin's
+//     Owner in the same call.
+//
+// The result is then checked against the output schema. A refusal is a
+// *sdk.RefusedError naming its step, a failure the agent can act on an
+// *sdk.Error (the gate's own argument check included), so a plugin's tests
+// assert every refusal of their own capabilities:
+//
+//	_, err := c.Invoke(ctx, "notes.delete", bob, map[string]any{"id": alicesNote})
+//	if sdk.RefusedAt(err) != sdk.StepOwnership { ... }
+//
+// Nested calls a handler makes (sdk.Call.Invoke) pass the same gate as its
+// caller.
 package sdktest
 
 import (
@@ -15,23 +34,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/capgate/capgate/internal/pluginwire"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 )
 
-// ToolError is a failure the plugin reported as a result for the agent.
-type ToolError struct {
-	Code    capgatev1.ToolError_Code
-	Message string
-}
-
-func (e *ToolError) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
-
 // Client calls a plugin started by Start or added to a Host.
 type Client struct {
-	rpc  capgatev1.PluginServiceClient
-	host *Host
-	name string // the plugin's name, as the host knows it
+	rpc   capgatev1.PluginServiceClient
+	calls *pluginwire.CallStream
+	host  *Host
+	name  string // the plugin's name, as the host knows it
 
 	stop     func() error
 	stopOnce sync.Once
@@ -63,11 +76,12 @@ func (c *Client) Published() []Event {
 	return out
 }
 
-// Start serves p over gRPC, configures it with config (marshalled to JSON;
-// nil means no config block) and a fresh data directory, starts it, and
-// returns a client. Everything stops when the test ends. A configuration
-// or start error fails the test; use StartErr to test one. For plugins that
-// use each other through the host (a provider and an indexer), use a Host.
+// Start serves p, configures it with config (marshalled to JSON; nil means
+// no config block) and a fresh data directory, starts it, and returns a
+// client. Everything stops when the test ends. A configuration or start
+// error fails the test; use StartErr to test one. For plugins that use
+// each other through the host (a provider and an indexer), or to set the
+// gate's policy, use a Host.
 func Start(t testing.TB, p *sdk.Plugin, config any) *Client {
 	t.Helper()
 	c, err := StartErr(t, p, config)
@@ -98,52 +112,24 @@ func StartIn(t testing.TB, p *sdk.Plugin, config any, dataDir string) (*Client, 
 	return c, nil
 }
 
-// Describe returns the plugin's self-description.
+// Describe returns the plugin's self-description, as the host reads it.
 func (c *Client) Describe(ctx context.Context) (*capgatev1.DescribeResponse, error) {
 	return c.rpc.Describe(ctx, &capgatev1.DescribeRequest{})
 }
 
-// Invoke calls a capability as pr. args is marshalled to JSON (a
-// json.RawMessage or []byte is sent as is). A failure the plugin reports for
-// the agent is returned as a *ToolError; err is for transport and internal
-// failures.
-func (c *Client) Invoke(ctx context.Context, capability string, pr sdk.Principal, args any) (json.RawMessage, *ToolError, error) {
+// Invoke calls a capability as pr through the gate, as the host does for
+// an agent. args is marshalled to JSON (a json.RawMessage or []byte is
+// sent as is). A refusal is a *sdk.RefusedError; a failure for the agent
+// an *sdk.Error; a capability no added plugin provides wraps
+// sdk.ErrUnknownCapability; anything else is an internal failure (the
+// plugin's error, a result that breaks the output schema). Invoke works
+// only on a started Host.
+func (c *Client) Invoke(ctx context.Context, capability string, pr sdk.Principal, args any) (json.RawMessage, error) {
 	raw, err := encode(args)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// While the call runs, the plugin may call other capabilities as pr.
-	id := c.host.beginCall(pr)
-	defer c.host.endCall(id)
-	resp, err := c.rpc.Invoke(ctx, &capgatev1.InvokeRequest{
-		Capability: capability,
-		Arguments:  raw,
-		Principal:  &capgatev1.Principal{Role: pr.Role, Scope: pr.Scope, UserId: pr.UserID},
-		CallId:     id,
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if e := resp.GetError(); e != nil {
-		return nil, &ToolError{Code: e.Code, Message: e.Message}, nil
-	}
-	return resp.Result, nil, nil
-}
-
-// ResolveOwner asks who owns the target of an owner-guarded capability.
-func (c *Client) ResolveOwner(ctx context.Context, capability string, args any) (string, *ToolError, error) {
-	raw, err := encode(args)
-	if err != nil {
-		return "", nil, err
-	}
-	resp, err := c.rpc.ResolveOwner(ctx, &capgatev1.ResolveOwnerRequest{Capability: capability, Arguments: raw})
-	if err != nil {
-		return "", nil, err
-	}
-	if e := resp.GetError(); e != nil {
-		return "", &ToolError{Code: e.Code, Message: e.Message}, nil
-	}
-	return resp.OwnerUserId, nil, nil
+	return c.host.invoke(ctx, pr, capability, raw, 0)
 }
 
 // Call is Invoke for tests that expect success: it decodes the result into
@@ -151,12 +137,9 @@ func (c *Client) ResolveOwner(ctx context.Context, capability string, args any) 
 func Call[Out any](t testing.TB, c *Client, capability string, pr sdk.Principal, args any) Out {
 	t.Helper()
 	var out Out
-	raw, te, err := c.Invoke(context.Background(), capability, pr, args)
+	raw, err := c.Invoke(context.Background(), capability, pr, args)
 	if err != nil {
 		t.Fatalf("%s: %v", capability, err)
-	}
-	if te != nil {
-		t.Fatalf("%s: %v", capability, te)
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s: decode result %s: %v", capability, raw, err)

@@ -16,14 +16,14 @@ import (
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/config"
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/eventspack"
-	"github.com/capgate/capgate/internal/idempotency"
 	"github.com/capgate/capgate/host/internal/mcp"
 	"github.com/capgate/capgate/host/internal/pluginhost"
-	"github.com/capgate/capgate/internal/registry"
 	"github.com/capgate/capgate/host/internal/server"
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/idempotency"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // App is a provisioned host.
@@ -102,7 +102,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}
 	plugins, err := pluginhost.Start(ctx, specs, pluginhost.Options{
 		DataDir: cfg.DataDir, HostVersion: opts.Version, Logger: log, StartTimeout: opts.PluginStartTimeout,
-		Events: bus, MaxResults: cfg.MaxResults, MaxResultBytes: cfg.MaxResultBytes, LLMConnectionSlug: cfg.LLMConnectionSlug,
+		Events: bus, MaxResults: cfg.MaxResults, MaxResultBytes: cfg.MaxResultBytes,
 	})
 	if err != nil {
 		return nil, err

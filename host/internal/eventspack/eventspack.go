@@ -16,8 +16,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
 
@@ -123,7 +123,8 @@ func Visible(p dispatch.Principal, ev events.Event) bool {
 }
 
 // Invoke runs events.poll.
-func (p *Provider) Invoke(ctx context.Context, pr dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
+func (p *Provider) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage, error) {
+	capability, args, pr := r.Capability, r.Args, r.Principal
 	if capability != Capability {
 		return nil, fmt.Errorf("%w: %q (the events pack has only %s)", dispatch.ErrUnknownCapability, capability, Capability)
 	}
@@ -200,9 +201,4 @@ func toWire(ev events.Event) Event {
 		w.Data = ev.Data
 	}
 	return w
-}
-
-// ResolveOwner is never asked: events.poll is not owner-guarded.
-func (p *Provider) ResolveOwner(_ context.Context, capability string, _ json.RawMessage) (string, error) {
-	return "", fmt.Errorf("%s is not owner-guarded; the events pack resolves no owners", capability)
 }

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
 	"github.com/capgate/capgate/host/internal/eventspack"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/idempotency"
-	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 )
 
 // sendAs posts m with the caller's Authorization header.

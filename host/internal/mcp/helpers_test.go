@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // allVersions is every served revision plus "" (no header, taken as

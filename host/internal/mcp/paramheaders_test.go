@@ -9,20 +9,16 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
 
 // echoArgs is a provider returning its arguments.
 type echoArgs struct{}
 
-func (echoArgs) Invoke(_ context.Context, _ dispatch.Principal, _ string, args json.RawMessage) (json.RawMessage, error) {
-	return args, nil
-}
-
-func (echoArgs) ResolveOwner(context.Context, string, json.RawMessage) (string, error) {
-	return "", nil
+func (echoArgs) Invoke(_ context.Context, r dispatch.Request) (json.RawMessage, error) {
+	return r.Args, nil
 }
 
 // TestParamHeaders covers x-mcp-header: at 2026-07-28 each annotated

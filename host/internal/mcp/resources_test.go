@@ -12,8 +12,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
 
@@ -480,15 +480,11 @@ type rawCatalogue struct {
 	panic bool
 }
 
-func (c rawCatalogue) Invoke(context.Context, dispatch.Principal, string, json.RawMessage) (json.RawMessage, error) {
+func (c rawCatalogue) Invoke(context.Context, dispatch.Request) (json.RawMessage, error) {
 	if c.panic {
 		panic("catalogue exploded")
 	}
 	return c.out, c.err
-}
-
-func (rawCatalogue) ResolveOwner(context.Context, string, json.RawMessage) (string, error) {
-	return "", nil
 }
 
 func newRawCatalogue(t *testing.T, prov rawCatalogue) (*Handler, *mcptest.LogBuffer) {

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
 
@@ -374,12 +374,8 @@ func TestInvalidPluginOutput(t *testing.T) {
 
 type fixedProvider string
 
-func (p fixedProvider) Invoke(context.Context, dispatch.Principal, string, json.RawMessage) (json.RawMessage, error) {
+func (p fixedProvider) Invoke(context.Context, dispatch.Request) (json.RawMessage, error) {
 	return json.RawMessage(p), nil
-}
-
-func (p fixedProvider) ResolveOwner(context.Context, string, json.RawMessage) (string, error) {
-	return "", nil
 }
 
 func TestNewPanicsWithoutDispatcher(t *testing.T) {

@@ -3,7 +3,6 @@ package pluginhost
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/pluginwire"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
@@ -90,35 +90,9 @@ func (h hostService) Invoke(ctx context.Context, req *capgatev1.HostServiceInvok
 	}
 	ctx = context.WithValue(ctx, depthKey{}, parent.depth+1)
 	res, err := (*g).Invoke(ctx, parent.principal, req.Capability, json.RawMessage(req.Arguments))
-	var (
-		refusal *dispatch.Refusal
-		te      *dispatch.ToolError
-	)
-	switch {
-	case err == nil:
-		return &capgatev1.HostServiceInvokeResponse{Result: res}, nil
-	case errors.As(err, &refusal):
-		return &capgatev1.HostServiceInvokeResponse{Refusal: &capgatev1.Refusal{Step: string(refusal.Step), Reason: refusal.Reason}}, nil
-	case errors.As(err, &te):
-		return &capgatev1.HostServiceInvokeResponse{Error: wireToolError(te)}, nil
-	case errors.Is(err, dispatch.ErrUnknownCapability):
-		return nil, status.Errorf(codes.NotFound, "no capability %q", req.Capability)
-	case ctx.Err() != nil:
-		return nil, status.FromContextError(ctx.Err()).Err()
+	resp, rerr := pluginwire.NestedResponse(ctx, req.Capability, res, err)
+	if rerr != nil && status.Code(rerr) == codes.Internal {
+		h.svc.log.Warn("a plugin's nested call failed", "plugin", h.plugin, "capability", req.Capability, "err", err)
 	}
-	h.svc.log.Warn("a plugin's nested call failed", "plugin", h.plugin, "capability", req.Capability, "err", err)
-	return nil, status.Errorf(codes.Internal, "%s failed", req.Capability)
-}
-
-func wireToolError(te *dispatch.ToolError) *capgatev1.ToolError {
-	code := capgatev1.ToolError_CODE_INVALID_INPUT
-	switch te.Code {
-	case dispatch.NotFound:
-		code = capgatev1.ToolError_CODE_NOT_FOUND
-	case dispatch.Conflict:
-		code = capgatev1.ToolError_CODE_CONFLICT
-	case dispatch.Unavailable:
-		code = capgatev1.ToolError_CODE_UNAVAILABLE
-	}
-	return &capgatev1.ToolError{Code: code, Message: te.Message}
+	return resp, rerr
 }

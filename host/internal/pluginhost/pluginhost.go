@@ -20,6 +20,7 @@ import (
 
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/events"
+	"github.com/capgate/capgate/internal/pluginwire"
 	"github.com/capgate/capgate/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
@@ -85,9 +86,6 @@ type Options struct {
 	// MaxResultBytes is the largest result one call may return; a larger
 	// one fails the call. 0 means DefaultMaxResultBytes.
 	MaxResultBytes int
-	// LLMConnectionSlug is handed to each plugin (config
-	// llm_connection_slug).
-	LLMConnectionSlug string
 }
 
 // Plugin is one configured plugin: its name and description, which stay
@@ -185,7 +183,7 @@ type instance struct {
 	cmd      *exec.Cmd
 	pid      int
 	rpc      capgatev1.PluginServiceClient
-	calls    *callStream
+	calls    *pluginwire.CallStream
 	stopHost func()
 }
 
@@ -232,20 +230,16 @@ func (p *Plugin) launch(ctx context.Context) (_ *instance, _ *capgatev1.Describe
 	cmd.Env = append([]string{}, s.Env...)
 	setParentDeathSignal(cmd)
 	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig: plugin.HandshakeConfig{
-			ProtocolVersion:  capgatev1.ProtocolVersion,
-			MagicCookieKey:   capgatev1.MagicCookieKey,
-			MagicCookieValue: capgatev1.MagicCookieValue,
-		},
+		HandshakeConfig: pluginwire.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
-			capgatev1.ProtocolVersion: {capgatev1.PluginName: &grpcPlugin{}},
+			capgatev1.ProtocolVersion: pluginwire.PluginSet(nil),
 		},
 		Cmd:              cmd,
 		SkipHostEnv:      true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		SecureConfig:     secure,
 		StartTimeout:     opts.StartTimeout,
-		GRPCDialOptions:  dialOptions(opts.MaxResultBytes),
+		GRPCDialOptions:  pluginwire.DialOptions(opts.MaxResultBytes),
 		Logger:           newHCLog(p.log),
 	})
 	inst := &instance{client: client, cmd: cmd}
@@ -270,13 +264,13 @@ func (p *Plugin) launch(ctx context.Context) (_ *instance, _ *capgatev1.Describe
 	if err != nil {
 		return nil, nil, fmt.Errorf("dispense: %w", err)
 	}
-	wc := raw.(*wireClient)
-	inst.rpc = wc.rpc
+	wc := raw.(*pluginwire.Client)
+	inst.rpc = wc.PluginServiceClient
 
 	// The back channel for host services, served for the process's lifetime.
-	hostID := wc.broker.NextId()
+	hostID := wc.Broker.NextId()
 	hostSrv := make(chan *grpc.Server, 1)
-	go wc.broker.AcceptAndServe(hostID, func(o []grpc.ServerOption) *grpc.Server {
+	go wc.Broker.AcceptAndServe(hostID, func(o []grpc.ServerOption) *grpc.Server {
 		srv := grpc.NewServer(o...)
 		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, self: p, svc: p.svc})
 		hostSrv <- srv
@@ -298,18 +292,18 @@ func (p *Plugin) launch(ctx context.Context) (_ *instance, _ *capgatev1.Describe
 	}
 	if _, err := inst.rpc.Configure(cctx, &capgatev1.ConfigureRequest{
 		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: opts.HostVersion,
-		MaxResults: uint32(max(opts.MaxResults, 0)), LlmConnectionSlug: opts.LLMConnectionSlug,
+		MaxResults:     uint32(max(opts.MaxResults, 0)),
 		MaxResultBytes: uint64(opts.MaxResultBytes),
 	}); err != nil {
-		return nil, nil, fmt.Errorf("configure: %s", statusMessage(err))
+		return nil, nil, fmt.Errorf("configure: %s", pluginwire.StatusMessage(err))
 	}
 	d, err := inst.rpc.Describe(cctx, &capgatev1.DescribeRequest{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("describe: %s", statusMessage(err))
+		return nil, nil, fmt.Errorf("describe: %s", pluginwire.StatusMessage(err))
 	}
 	// Lives until the process is stopped, so not bound to the start context.
-	if inst.calls, err = openCalls(context.WithoutCancel(ctx), inst.rpc); err != nil {
-		return nil, nil, fmt.Errorf("open call stream: %s", statusMessage(err))
+	if inst.calls, err = pluginwire.OpenCalls(context.WithoutCancel(ctx), inst.rpc); err != nil {
+		return nil, nil, fmt.Errorf("open call stream: %s", pluginwire.StatusMessage(err))
 	}
 	return inst, d, nil
 }
@@ -321,7 +315,7 @@ func (p *Plugin) launch(ctx context.Context) (_ *instance, _ *capgatev1.Describe
 // failure.
 func (inst *instance) kill() {
 	if inst.calls != nil {
-		inst.calls.close()
+		inst.calls.Close()
 	}
 	if inst.client != nil {
 		inst.client.Kill()
@@ -336,7 +330,7 @@ func (inst *instance) kill() {
 func (h *Host) Register(reg *registry.Registry) error {
 	for _, p := range h.plugins {
 		for _, c := range p.describe.Capabilities {
-			rc, err := toCapability(c, p.spec.Name)
+			rc, err := pluginwire.Capability(c, p.spec.Name)
 			if err == nil {
 				err = reg.Add(rc)
 			}
@@ -360,30 +354,6 @@ func (h *Host) RegisterEntities(c *catalogue.Catalogue) error {
 		}
 	}
 	return nil
-}
-
-func toCapability(c *capgatev1.Capability, pluginName string) (registry.Capability, error) {
-	var kind registry.Kind
-	switch c.Kind {
-	case capgatev1.Kind_KIND_READ:
-		kind = registry.Read
-	case capgatev1.Kind_KIND_ACTION:
-		kind = registry.Action
-	default:
-		return registry.Capability{}, fmt.Errorf("capability %q: kind %v is neither read nor action", c.Name, c.Kind)
-	}
-	return registry.Capability{
-		Name:         c.Name,
-		Description:  c.Description,
-		Kind:         kind,
-		InputSchema:  c.InputSchema,
-		OutputSchema: c.OutputSchema,
-		Pack:         c.Pack,
-		Permission:   c.Permission,
-		OwnerGuarded: c.OwnerGuarded,
-		Destructive:  c.Destructive,
-		Plugin:       pluginName,
-	}, nil
 }
 
 // Plugins returns the plugins in start order.

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/catalogue"
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/pluginhost"
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
 

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/capgate/capgate/internal/dispatch"
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/internal/pluginwire"
 )
 
 // callSeq numbers calls for the plugins' logs and for host callbacks.
@@ -27,60 +27,40 @@ func (h *Host) Providers() map[string]dispatch.Provider {
 	return m
 }
 
-// Invoke runs a capability in the plugin. The gate has already admitted the
-// principal and validated args.
-func (p *Plugin) Invoke(ctx context.Context, pr dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
+// Invoke runs an admitted call in the plugin, its ownership step included,
+// in one round trip.
+func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage, error) {
 	inst, err := p.acquire()
 	if err != nil {
 		return nil, err
 	}
 	defer p.active.Add(-1)
 	id := strconv.FormatUint(callSeq.Add(1), 36)
-	// While the call runs, the plugin may call back through the gate as pr.
-	p.inflight.add(id, inflightCall{principal: pr, depth: nestedDepth(ctx)})
+	// While the call runs, the plugin may call back through the gate as the
+	// caller.
+	p.inflight.add(id, inflightCall{principal: r.Principal, depth: nestedDepth(ctx)})
 	defer p.inflight.remove(id)
-	r, err := inst.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: &capgatev1.InvokeRequest{
-		Capability: capability,
-		Arguments:  args,
-		Principal:  &capgatev1.Principal{Role: pr.Role, Scope: string(pr.Scope), UserId: pr.UserID},
-		CallId:     id,
-	}}})
-	if err != nil {
-		return nil, p.rpcError(ctx, inst, "invoke", capability, err)
+	res, err := inst.calls.Invoke(ctx, id, r)
+	var (
+		te      *dispatch.ToolError
+		refusal *dispatch.Refusal
+	)
+	switch {
+	case err == nil:
+	case errors.As(err, &te), errors.As(err, &refusal):
+		return nil, err
+	default:
+		return nil, p.rpcError(ctx, inst, "invoke", r.Capability, err)
 	}
-	resp := r.GetInvoke()
-	if e := resp.GetError(); e != nil {
-		return nil, toolError(e)
-	}
-	if n := len(resp.Result); n > p.opts.MaxResultBytes {
+	if n := len(res); n > p.opts.MaxResultBytes {
 		// The SDK refuses to send such a result; a plugin written without
 		// it may not, and the agent must not receive it either way.
-		p.log.Warn("result over max_result_bytes refused", "capability", capability, "bytes", n, "limit", p.opts.MaxResultBytes)
+		p.log.Warn("result over max_result_bytes refused", "capability", r.Capability, "bytes", n, "limit", p.opts.MaxResultBytes)
 		return nil, &dispatch.ToolError{Code: dispatch.InvalidInput, Message: fmt.Sprintf(
 			"the result of %s is %d bytes, more than this server's limit of %d bytes: ask for less (a smaller limit or a narrower request)",
-			capability, n, p.opts.MaxResultBytes)}
+			r.Capability, n, p.opts.MaxResultBytes)}
 	}
-	return resp.Result, nil
-}
-
-// ResolveOwner asks the plugin who owns the target of the call.
-func (p *Plugin) ResolveOwner(ctx context.Context, capability string, args json.RawMessage) (string, error) {
-	inst, err := p.acquire()
-	if err != nil {
-		return "", err
-	}
-	defer p.active.Add(-1)
-	r, err := inst.calls.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_ResolveOwner{
-		ResolveOwner: &capgatev1.ResolveOwnerRequest{Capability: capability, Arguments: args},
-	}})
-	if err != nil {
-		return "", p.rpcError(ctx, inst, "resolve owner of", capability, err)
-	}
-	resp := r.GetResolveOwner()
-	if e := resp.GetError(); e != nil {
-		return "", toolError(e)
-	}
-	return resp.OwnerUserId, nil
+	return res, nil
 }
 
 // acquire takes one of the plugin's in-flight slots for a call and returns
@@ -93,7 +73,7 @@ func (p *Plugin) acquire() (*instance, error) {
 		return nil, err
 	}
 	inst := p.cur.Load()
-	if inst.calls.ended() {
+	if inst.calls.Ended() {
 		// Dead a moment before the supervisor marks it so.
 		return nil, p.stoppedError(inst)
 	}
@@ -108,7 +88,7 @@ func (p *Plugin) acquire() (*instance, error) {
 // gone before the call was sent: the supervisor restarts it, nothing ran.
 func (p *Plugin) stoppedError(inst *instance) *dispatch.ToolError {
 	return unavailableError(fmt.Sprintf("plugin %q is restarting after it stopped (%s); nothing ran: retry in a moment",
-		p.spec.Name, inst.calls.failure()))
+		p.spec.Name, inst.calls.Failure()))
 }
 
 // InFlight is how many calls the plugin is serving now.
@@ -130,27 +110,14 @@ func (p *Plugin) rpcError(ctx context.Context, inst *instance, what, capability 
 	case codes.Canceled:
 		return fmt.Errorf("plugin %q: %s %s: %w", p.spec.Name, what, capability, context.Canceled)
 	}
-	if errors.Is(err, errNotSent) {
+	if errors.Is(err, pluginwire.ErrNotSent) {
 		return p.stoppedError(inst)
 	}
-	msg := statusMessage(err)
+	msg := pluginwire.StatusMessage(err)
 	// A call the process's death cut short: say so, not how the stream
 	// broke, so the log names the plugin that died.
 	if inst.client.Exited() {
 		msg = "the plugin process exited while serving the call"
 	}
 	return fmt.Errorf("plugin %q: %s %s: %s", p.spec.Name, what, capability, msg)
-}
-
-func toolError(e *capgatev1.ToolError) *dispatch.ToolError {
-	code := dispatch.InvalidInput
-	switch e.Code {
-	case capgatev1.ToolError_CODE_NOT_FOUND:
-		code = dispatch.NotFound
-	case capgatev1.ToolError_CODE_CONFLICT:
-		code = dispatch.Conflict
-	case capgatev1.ToolError_CODE_UNAVAILABLE:
-		code = dispatch.Unavailable
-	}
-	return &dispatch.ToolError{Code: code, Message: e.Message}
 }

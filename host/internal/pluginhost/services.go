@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/capgate/capgate/host/internal/events"
+	"github.com/capgate/capgate/internal/pluginwire"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
@@ -254,7 +255,7 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 			_, err = inst.rpc.Start(ctx, &capgatev1.StartRequest{Rebuild: rebuild})
 		}
 		if err != nil {
-			return fmt.Errorf("%s: plugin %q: start: %s", p.spec.where(), p.spec.Name, statusMessage(err))
+			return fmt.Errorf("%s: plugin %q: start: %s", p.spec.where(), p.spec.Name, pluginwire.StatusMessage(err))
 		}
 		// A process restarted from here on is started as it comes up.
 		p.started.Store(true)

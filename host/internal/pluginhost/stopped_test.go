@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/pluginwire"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 )
@@ -32,7 +33,7 @@ func TestCallAfterTheStreamEndedRanNothing(t *testing.T) {
 	if _, err := rpc.Configure(ctx, &capgatev1.ConfigureRequest{ConfigJson: []byte("{}"), DataDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
-	calls, err := openCalls(ctx, rpc)
+	calls, err := pluginwire.OpenCalls(ctx, rpc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestCallAfterTheStreamEndedRanNothing(t *testing.T) {
 	}
 	srv.Stop() // the process is gone; the supervisor has not noticed yet
 	deadline := time.Now().Add(5 * time.Second)
-	for !calls.ended() {
+	for !calls.Ended() {
 		if time.Now().After(deadline) {
 			t.Fatal("the call stream did not end")
 		}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/capgate/capgate/internal/pluginwire"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
@@ -191,7 +192,7 @@ func (p *Plugin) relaunch() (*instance, error) {
 		defer scancel()
 		if _, err := inst.rpc.Start(sctx, &capgatev1.StartRequest{}); err != nil {
 			inst.kill()
-			return nil, fmt.Errorf("start: %s", statusMessage(err))
+			return nil, fmt.Errorf("start: %s", pluginwire.StatusMessage(err))
 		}
 	}
 	if p.stopping.Load() {
@@ -210,7 +211,7 @@ func (p *Plugin) watch(inst *instance) (reason string, died bool) {
 		select {
 		case <-p.stop:
 			return "", false
-		case <-inst.calls.done:
+		case <-inst.calls.Done():
 			exited = true
 		case <-tick.C:
 			exited = inst.client.Exited()
@@ -232,7 +233,7 @@ func (p *Plugin) watch(inst *instance) (reason string, died bool) {
 	if !inst.client.Exited() {
 		// The process lives but its call stream broke (it sent a message
 		// over the size limit, say): it serves nothing, so it goes.
-		reason = inst.calls.failure().Error()
+		reason = inst.calls.Failure().Error()
 		inst.kill()
 		return reason, true
 	}

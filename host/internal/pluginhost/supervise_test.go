@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/pluginhost"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // quickRestart restarts within a few tens of milliseconds, so tests see

@@ -9,9 +9,10 @@ const (
 	MagicCookieValue = "8f1c7d4e-capgate-plugin-v1"
 
 	// ProtocolVersion is the contract version this package describes. Bump
-	// it, and serve both versions for a while, when a change is not
-	// backwards compatible.
-	ProtocolVersion = 1
+	// it when a change is not backwards compatible. Version 2 moved the
+	// ownership step into the call (InvokeRequest.owner_check): a version 1
+	// plugin would ignore the check, so the host must not start one.
+	ProtocolVersion = 2
 
 	// PluginName is the key of the plugin in go-plugin's plugin set.
 	PluginName = "capgate"

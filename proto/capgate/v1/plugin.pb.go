@@ -136,7 +136,7 @@ func (x ToolError_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolError_Code.Descriptor instead.
 func (ToolError_Code) EnumDescriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9, 0}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type ConfigureRequest struct {
@@ -154,9 +154,6 @@ type ConfigureRequest struct {
 	// max_results is the host's max_results: the most items a listing
 	// capability should return in one call.
 	MaxResults uint32 `protobuf:"varint,5,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
-	// llm_connection_slug is the host's llm_connection_slug: the LLM
-	// connection the llm pack answers with. Empty when none is configured.
-	LlmConnectionSlug string `protobuf:"bytes,6,opt,name=llm_connection_slug,json=llmConnectionSlug,proto3" json:"llm_connection_slug,omitempty"`
 	// max_result_bytes is the largest result the host accepts from one call:
 	// a plugin answers a larger one with a failure instead of sending it. 0
 	// means the host sets no limit of its own (gRPC's message limit remains).
@@ -228,13 +225,6 @@ func (x *ConfigureRequest) GetMaxResults() uint32 {
 		return x.MaxResults
 	}
 	return 0
-}
-
-func (x *ConfigureRequest) GetLlmConnectionSlug() string {
-	if x != nil {
-		return x.LlmConnectionSlug
-	}
-	return ""
 }
 
 func (x *ConfigureRequest) GetMaxResultBytes() uint64 {
@@ -475,7 +465,9 @@ type Capability struct {
 	Pack string `protobuf:"bytes,6,opt,name=pack,proto3" json:"pack,omitempty"`
 	// permission is what the caller's role must hold.
 	Permission string `protobuf:"bytes,7,opt,name=permission,proto3" json:"permission,omitempty"`
-	// owner_guarded makes the host call ResolveOwner before Invoke.
+	// owner_guarded says the capability acts on a target that belongs to a
+	// user: the host sends its calls with an owner_check (see InvokeRequest),
+	// and the plugin must honour it.
 	OwnerGuarded bool `protobuf:"varint,8,opt,name=owner_guarded,json=ownerGuarded,proto3" json:"owner_guarded,omitempty"`
 	// destructive marks an action whose effect cannot be undone by the agent.
 	Destructive   bool `protobuf:"varint,9,opt,name=destructive,proto3" json:"destructive,omitempty"`
@@ -646,7 +638,14 @@ type InvokeRequest struct {
 	Arguments []byte     `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	Principal *Principal `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
 	// call_id identifies this call for host callbacks made while serving it.
-	CallId        string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	CallId string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// owner_check, when set, is the gate's ownership step, left to the plugin
+	// because only it knows who owns its records: before the capability does
+	// anything, the plugin resolves the owner of the target the arguments
+	// name and, unless it is owner_check.user_id, answers with a refusal
+	// (step "ownership") and runs nothing. A target that does not exist is
+	// the plugin's CODE_NOT_FOUND; one that belongs to no one is refused.
+	OwnerCheck    *OwnerCheck `protobuf:"bytes,5,opt,name=owner_check,json=ownerCheck,proto3" json:"owner_check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -709,6 +708,61 @@ func (x *InvokeRequest) GetCallId() string {
 	return ""
 }
 
+func (x *InvokeRequest) GetOwnerCheck() *OwnerCheck {
+	if x != nil {
+		return x.OwnerCheck
+	}
+	return nil
+}
+
+// OwnerCheck is the requirement "the target must belong to this user".
+type OwnerCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_id is the caller's user. Empty for a caller bound to no user, who
+	// owns nothing: every target is refused (a missing one is still
+	// CODE_NOT_FOUND).
+	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerCheck) Reset() {
+	*x = OwnerCheck{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerCheck) ProtoMessage() {}
+
+func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerCheck.ProtoReflect.Descriptor instead.
+func (*OwnerCheck) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OwnerCheck) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
 type InvokeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// result is the JSON output, matching the declared output schema. Unset
@@ -716,14 +770,17 @@ type InvokeResponse struct {
 	Result []byte `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	// error is a failure the caller can act on (not found, bad input, a
 	// conflict). Transport and internal failures are gRPC errors instead.
-	Error         *ToolError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Error *ToolError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// refusal is the ownership step saying no (step "ownership"), only ever
+	// in answer to a request with owner_check set. Nothing ran.
+	Refusal       *Refusal `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +792,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +805,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InvokeResponse) GetResult() []byte {
@@ -765,6 +822,13 @@ func (x *InvokeResponse) GetError() *ToolError {
 	return nil
 }
 
+func (x *InvokeResponse) GetRefusal() *Refusal {
+	if x != nil {
+		return x.Refusal
+	}
+	return nil
+}
+
 type ToolError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          ToolError_Code         `protobuf:"varint,1,opt,name=code,proto3,enum=capgate.v1.ToolError_Code" json:"code,omitempty"`
@@ -775,7 +839,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +851,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +864,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolError) GetCode() ToolError_Code {
@@ -817,113 +881,6 @@ func (x *ToolError) GetMessage() string {
 	return ""
 }
 
-type ResolveOwnerRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Capability    string                 `protobuf:"bytes,1,opt,name=capability,proto3" json:"capability,omitempty"`
-	Arguments     []byte                 `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveOwnerRequest) Reset() {
-	*x = ResolveOwnerRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveOwnerRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveOwnerRequest) ProtoMessage() {}
-
-func (x *ResolveOwnerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveOwnerRequest.ProtoReflect.Descriptor instead.
-func (*ResolveOwnerRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *ResolveOwnerRequest) GetCapability() string {
-	if x != nil {
-		return x.Capability
-	}
-	return ""
-}
-
-func (x *ResolveOwnerRequest) GetArguments() []byte {
-	if x != nil {
-		return x.Arguments
-	}
-	return nil
-}
-
-type ResolveOwnerResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// owner_user_id is the user who owns the target. Unset when error is set.
-	OwnerUserId string `protobuf:"bytes,1,opt,name=owner_user_id,json=ownerUserId,proto3" json:"owner_user_id,omitempty"`
-	// error is set when the target does not exist or the arguments do not
-	// name one.
-	Error         *ToolError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ResolveOwnerResponse) Reset() {
-	*x = ResolveOwnerResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ResolveOwnerResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ResolveOwnerResponse) ProtoMessage() {}
-
-func (x *ResolveOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ResolveOwnerResponse.ProtoReflect.Descriptor instead.
-func (*ResolveOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11}
-}
-
-func (x *ResolveOwnerResponse) GetOwnerUserId() string {
-	if x != nil {
-		return x.OwnerUserId
-	}
-	return ""
-}
-
-func (x *ResolveOwnerResponse) GetError() *ToolError {
-	if x != nil {
-		return x.Error
-	}
-	return nil
-}
-
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -932,7 +889,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +901,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +914,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 type PingResponse struct {
@@ -968,7 +925,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +937,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +950,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 type PublishRequest struct {
@@ -1015,7 +972,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +984,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +997,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -1088,7 +1045,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1057,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1070,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PublishResponse) GetCursor() uint64 {
@@ -1130,7 +1087,6 @@ type CallsRequest struct {
 	// Types that are valid to be assigned to Call:
 	//
 	//	*CallsRequest_Invoke
-	//	*CallsRequest_ResolveOwner
 	//	*CallsRequest_Cancel
 	Call isCallsRequest_Call `protobuf_oneof:"call"`
 	// deadline_unix_nano, when set, is when the host stops waiting.
@@ -1141,7 +1097,7 @@ type CallsRequest struct {
 
 func (x *CallsRequest) Reset() {
 	*x = CallsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1109,7 @@ func (x *CallsRequest) String() string {
 func (*CallsRequest) ProtoMessage() {}
 
 func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1122,7 @@ func (x *CallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
 func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CallsRequest) GetId() uint64 {
@@ -1187,15 +1143,6 @@ func (x *CallsRequest) GetInvoke() *InvokeRequest {
 	if x != nil {
 		if x, ok := x.Call.(*CallsRequest_Invoke); ok {
 			return x.Invoke
-		}
-	}
-	return nil
-}
-
-func (x *CallsRequest) GetResolveOwner() *ResolveOwnerRequest {
-	if x != nil {
-		if x, ok := x.Call.(*CallsRequest_ResolveOwner); ok {
-			return x.ResolveOwner
 		}
 	}
 	return nil
@@ -1225,10 +1172,6 @@ type CallsRequest_Invoke struct {
 	Invoke *InvokeRequest `protobuf:"bytes,2,opt,name=invoke,proto3,oneof"`
 }
 
-type CallsRequest_ResolveOwner struct {
-	ResolveOwner *ResolveOwnerRequest `protobuf:"bytes,3,opt,name=resolve_owner,json=resolveOwner,proto3,oneof"`
-}
-
 type CallsRequest_Cancel struct {
 	// cancel abandons the call with this id: the host no longer waits for
 	// it, so the plugin should stop its work.
@@ -1236,8 +1179,6 @@ type CallsRequest_Cancel struct {
 }
 
 func (*CallsRequest_Invoke) isCallsRequest_Call() {}
-
-func (*CallsRequest_ResolveOwner) isCallsRequest_Call() {}
 
 func (*CallsRequest_Cancel) isCallsRequest_Call() {}
 
@@ -1249,7 +1190,7 @@ type CancelCall struct {
 
 func (x *CancelCall) Reset() {
 	*x = CancelCall{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1202,7 @@ func (x *CancelCall) String() string {
 func (*CancelCall) ProtoMessage() {}
 
 func (x *CancelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1215,7 @@ func (x *CancelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
 func (*CancelCall) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 type CallsResponse struct {
@@ -1283,7 +1224,6 @@ type CallsResponse struct {
 	// Types that are valid to be assigned to Result:
 	//
 	//	*CallsResponse_Invoke
-	//	*CallsResponse_ResolveOwner
 	//	*CallsResponse_Failure
 	Result        isCallsResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
@@ -1292,7 +1232,7 @@ type CallsResponse struct {
 
 func (x *CallsResponse) Reset() {
 	*x = CallsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1244,7 @@ func (x *CallsResponse) String() string {
 func (*CallsResponse) ProtoMessage() {}
 
 func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1257,7 @@ func (x *CallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
 func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CallsResponse) GetId() uint64 {
@@ -1343,15 +1283,6 @@ func (x *CallsResponse) GetInvoke() *InvokeResponse {
 	return nil
 }
 
-func (x *CallsResponse) GetResolveOwner() *ResolveOwnerResponse {
-	if x != nil {
-		if x, ok := x.Result.(*CallsResponse_ResolveOwner); ok {
-			return x.ResolveOwner
-		}
-	}
-	return nil
-}
-
 func (x *CallsResponse) GetFailure() *CallFailure {
 	if x != nil {
 		if x, ok := x.Result.(*CallsResponse_Failure); ok {
@@ -1369,18 +1300,12 @@ type CallsResponse_Invoke struct {
 	Invoke *InvokeResponse `protobuf:"bytes,2,opt,name=invoke,proto3,oneof"`
 }
 
-type CallsResponse_ResolveOwner struct {
-	ResolveOwner *ResolveOwnerResponse `protobuf:"bytes,3,opt,name=resolve_owner,json=resolveOwner,proto3,oneof"`
-}
-
 type CallsResponse_Failure struct {
 	// failure is what a unary call would have returned as a gRPC status.
 	Failure *CallFailure `protobuf:"bytes,4,opt,name=failure,proto3,oneof"`
 }
 
 func (*CallsResponse_Invoke) isCallsResponse_Result() {}
-
-func (*CallsResponse_ResolveOwner) isCallsResponse_Result() {}
 
 func (*CallsResponse_Failure) isCallsResponse_Result() {}
 
@@ -1395,7 +1320,7 @@ type CallFailure struct {
 
 func (x *CallFailure) Reset() {
 	*x = CallFailure{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1332,7 @@ func (x *CallFailure) String() string {
 func (*CallFailure) ProtoMessage() {}
 
 func (x *CallFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1345,7 @@ func (x *CallFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
 func (*CallFailure) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CallFailure) GetCode() uint32 {
@@ -1448,7 +1373,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1385,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1398,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StartRequest) GetRebuild() bool {
@@ -1491,7 +1416,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1428,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1441,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 type DocumentsRequest struct {
@@ -1538,7 +1463,7 @@ type DocumentsRequest struct {
 
 func (x *DocumentsRequest) Reset() {
 	*x = DocumentsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1475,7 @@ func (x *DocumentsRequest) String() string {
 func (*DocumentsRequest) ProtoMessage() {}
 
 func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1488,7 @@ func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DocumentsRequest) GetEntity() string {
@@ -1606,7 +1531,7 @@ type DocumentsResponse struct {
 
 func (x *DocumentsResponse) Reset() {
 	*x = DocumentsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1543,7 @@ func (x *DocumentsResponse) String() string {
 func (*DocumentsResponse) ProtoMessage() {}
 
 func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1556,7 @@ func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DocumentsResponse) GetDocuments() []*Document {
@@ -1664,7 +1589,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1601,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1614,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Document) GetId() string {
@@ -1730,7 +1655,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1667,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1680,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecordRequest) GetEntity() string {
@@ -1784,7 +1709,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1721,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1734,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecordResponse) GetRecord() []byte {
@@ -1834,7 +1759,7 @@ type CatalogueRequest struct {
 
 func (x *CatalogueRequest) Reset() {
 	*x = CatalogueRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1771,7 @@ func (x *CatalogueRequest) String() string {
 func (*CatalogueRequest) ProtoMessage() {}
 
 func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1784,7 @@ func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueRequest.ProtoReflect.Descriptor instead.
 func (*CatalogueRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 type CatalogueResponse struct {
@@ -1872,7 +1797,7 @@ type CatalogueResponse struct {
 
 func (x *CatalogueResponse) Reset() {
 	*x = CatalogueResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1809,7 @@ func (x *CatalogueResponse) String() string {
 func (*CatalogueResponse) ProtoMessage() {}
 
 func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +1822,7 @@ func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueResponse.ProtoReflect.Descriptor instead.
 func (*CatalogueResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CatalogueResponse) GetEntities() []*EntityType {
@@ -1915,7 +1840,7 @@ type BusRequest struct {
 
 func (x *BusRequest) Reset() {
 	*x = BusRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +1852,7 @@ func (x *BusRequest) String() string {
 func (*BusRequest) ProtoMessage() {}
 
 func (x *BusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +1865,7 @@ func (x *BusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusRequest.ProtoReflect.Descriptor instead.
 func (*BusRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 type BusResponse struct {
@@ -1959,7 +1884,7 @@ type BusResponse struct {
 
 func (x *BusResponse) Reset() {
 	*x = BusResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +1896,7 @@ func (x *BusResponse) String() string {
 func (*BusResponse) ProtoMessage() {}
 
 func (x *BusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +1909,7 @@ func (x *BusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusResponse.ProtoReflect.Descriptor instead.
 func (*BusResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BusResponse) GetId() string {
@@ -2021,7 +1946,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +1958,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +1971,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubscribeRequest) GetAfter() uint64 {
@@ -2081,7 +2006,7 @@ type BusEvent struct {
 
 func (x *BusEvent) Reset() {
 	*x = BusEvent{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2018,7 @@ func (x *BusEvent) String() string {
 func (*BusEvent) ProtoMessage() {}
 
 func (x *BusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2031,7 @@ func (x *BusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusEvent.ProtoReflect.Descriptor instead.
 func (*BusEvent) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BusEvent) GetCursor() uint64 {
@@ -2171,7 +2096,7 @@ type HostServiceInvokeRequest struct {
 
 func (x *HostServiceInvokeRequest) Reset() {
 	*x = HostServiceInvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2108,7 @@ func (x *HostServiceInvokeRequest) String() string {
 func (*HostServiceInvokeRequest) ProtoMessage() {}
 
 func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2121,7 @@ func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeRequest.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HostServiceInvokeRequest) GetCallId() string {
@@ -2234,7 +2159,7 @@ type HostServiceInvokeResponse struct {
 
 func (x *HostServiceInvokeResponse) Reset() {
 	*x = HostServiceInvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2171,7 @@ func (x *HostServiceInvokeResponse) String() string {
 func (*HostServiceInvokeResponse) ProtoMessage() {}
 
 func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2184,7 @@ func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeResponse.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HostServiceInvokeResponse) GetResult() []byte {
@@ -2295,7 +2220,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2232,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2245,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Refusal) GetStep() string {
@@ -2342,7 +2267,7 @@ var File_capgate_v1_plugin_proto protoreflect.FileDescriptor
 const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x17capgate/v1/plugin.proto\x12\n" +
-	"capgate.v1\"\x92\x02\n" +
+	"capgate.v1\"\xfd\x01\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x19\n" +
@@ -2350,9 +2275,8 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x0ehost_broker_id\x18\x03 \x01(\rR\fhostBrokerId\x12!\n" +
 	"\fhost_version\x18\x04 \x01(\tR\vhostVersion\x12\x1f\n" +
 	"\vmax_results\x18\x05 \x01(\rR\n" +
-	"maxResults\x12.\n" +
-	"\x13llm_connection_slug\x18\x06 \x01(\tR\x11llmConnectionSlug\x12(\n" +
-	"\x10max_result_bytes\x18\a \x01(\x04R\x0emaxResultBytes\"\x13\n" +
+	"maxResults\x12(\n" +
+	"\x10max_result_bytes\x18\a \x01(\x04R\x0emaxResultBytesJ\x04\b\x06\x10\aR\x13llm_connection_slug\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
 	"\x0fDescribeRequest\"\xb0\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
@@ -2382,17 +2306,23 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x17\n" +
-	"\auser_id\x18\x03 \x01(\tR\x06userId\"\x9b\x01\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\"\xd4\x01\n" +
 	"\rInvokeRequest\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x01 \x01(\tR\n" +
 	"capability\x12\x1c\n" +
 	"\targuments\x18\x02 \x01(\fR\targuments\x123\n" +
 	"\tprincipal\x18\x03 \x01(\v2\x15.capgate.v1.PrincipalR\tprincipal\x12\x17\n" +
-	"\acall_id\x18\x04 \x01(\tR\x06callId\"U\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x127\n" +
+	"\vowner_check\x18\x05 \x01(\v2\x16.capgate.v1.OwnerCheckR\n" +
+	"ownerCheck\"%\n" +
+	"\n" +
+	"OwnerCheck\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x84\x01\n" +
 	"\x0eInvokeResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12+\n" +
-	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"\xc8\x01\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\x12-\n" +
+	"\arefusal\x18\x03 \x01(\v2\x13.capgate.v1.RefusalR\arefusal\"\xc8\x01\n" +
 	"\tToolError\x12.\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1a.capgate.v1.ToolError.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"q\n" +
@@ -2401,15 +2331,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x0eCODE_NOT_FOUND\x10\x01\x12\x16\n" +
 	"\x12CODE_INVALID_INPUT\x10\x02\x12\x11\n" +
 	"\rCODE_CONFLICT\x10\x03\x12\x14\n" +
-	"\x10CODE_UNAVAILABLE\x10\x04\"S\n" +
-	"\x13ResolveOwnerRequest\x12\x1e\n" +
-	"\n" +
-	"capability\x18\x01 \x01(\tR\n" +
-	"capability\x12\x1c\n" +
-	"\targuments\x18\x02 \x01(\fR\targuments\"g\n" +
-	"\x14ResolveOwnerResponse\x12\"\n" +
-	"\rowner_user_id\x18\x01 \x01(\tR\vownerUserId\x12+\n" +
-	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"\r\n" +
+	"\x10CODE_UNAVAILABLE\x10\x04\"\r\n" +
 	"\vPingRequest\"\x0e\n" +
 	"\fPingResponse\"y\n" +
 	"\x0ePublishRequest\x12\x12\n" +
@@ -2419,22 +2341,20 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\")\n" +
 	"\x0fPublishResponse\x12\x16\n" +
-	"\x06cursor\x18\x01 \x01(\x04R\x06cursor\"\x83\x02\n" +
+	"\x06cursor\x18\x01 \x01(\x04R\x06cursor\"\xc1\x01\n" +
 	"\fCallsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x123\n" +
-	"\x06invoke\x18\x02 \x01(\v2\x19.capgate.v1.InvokeRequestH\x00R\x06invoke\x12F\n" +
-	"\rresolve_owner\x18\x03 \x01(\v2\x1f.capgate.v1.ResolveOwnerRequestH\x00R\fresolveOwner\x120\n" +
+	"\x06invoke\x18\x02 \x01(\v2\x19.capgate.v1.InvokeRequestH\x00R\x06invoke\x120\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x16.capgate.v1.CancelCallH\x00R\x06cancel\x12,\n" +
 	"\x12deadline_unix_nano\x18\x05 \x01(\x03R\x10deadlineUnixNanoB\x06\n" +
-	"\x04call\"\f\n" +
+	"\x04callJ\x04\b\x03\x10\x04\"\f\n" +
 	"\n" +
-	"CancelCall\"\xdd\x01\n" +
+	"CancelCall\"\x9a\x01\n" +
 	"\rCallsResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
-	"\x06invoke\x18\x02 \x01(\v2\x1a.capgate.v1.InvokeResponseH\x00R\x06invoke\x12G\n" +
-	"\rresolve_owner\x18\x03 \x01(\v2 .capgate.v1.ResolveOwnerResponseH\x00R\fresolveOwner\x123\n" +
+	"\x06invoke\x18\x02 \x01(\v2\x1a.capgate.v1.InvokeResponseH\x00R\x06invoke\x123\n" +
 	"\afailure\x18\x04 \x01(\v2\x17.capgate.v1.CallFailureH\x00R\afailureB\b\n" +
-	"\x06result\";\n" +
+	"\x06resultJ\x04\b\x03\x10\x04\";\n" +
 	"\vCallFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"(\n" +
@@ -2500,12 +2420,10 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0f\n" +
-	"\vKIND_ACTION\x10\x022\xbf\x04\n" +
+	"\vKIND_ACTION\x10\x022\xab\x03\n" +
 	"\rPluginService\x12H\n" +
 	"\tConfigure\x12\x1c.capgate.v1.ConfigureRequest\x1a\x1d.capgate.v1.ConfigureResponse\x12E\n" +
-	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12?\n" +
-	"\x06Invoke\x12\x19.capgate.v1.InvokeRequest\x1a\x1a.capgate.v1.InvokeResponse\x12Q\n" +
-	"\fResolveOwner\x12\x1f.capgate.v1.ResolveOwnerRequest\x1a .capgate.v1.ResolveOwnerResponse\x12@\n" +
+	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12@\n" +
 	"\x05Calls\x12\x18.capgate.v1.CallsRequest\x1a\x19.capgate.v1.CallsResponse(\x010\x01\x12<\n" +
 	"\x05Start\x12\x18.capgate.v1.StartRequest\x1a\x19.capgate.v1.StartResponse\x12H\n" +
 	"\tDocuments\x12\x1c.capgate.v1.DocumentsRequest\x1a\x1d.capgate.v1.DocumentsResponse\x12?\n" +
@@ -2533,7 +2451,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
 	(ToolError_Code)(0),               // 1: capgate.v1.ToolError.Code
@@ -2545,93 +2463,87 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*Capability)(nil),                // 7: capgate.v1.Capability
 	(*Principal)(nil),                 // 8: capgate.v1.Principal
 	(*InvokeRequest)(nil),             // 9: capgate.v1.InvokeRequest
-	(*InvokeResponse)(nil),            // 10: capgate.v1.InvokeResponse
-	(*ToolError)(nil),                 // 11: capgate.v1.ToolError
-	(*ResolveOwnerRequest)(nil),       // 12: capgate.v1.ResolveOwnerRequest
-	(*ResolveOwnerResponse)(nil),      // 13: capgate.v1.ResolveOwnerResponse
-	(*PingRequest)(nil),               // 14: capgate.v1.PingRequest
-	(*PingResponse)(nil),              // 15: capgate.v1.PingResponse
-	(*PublishRequest)(nil),            // 16: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),           // 17: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),              // 18: capgate.v1.CallsRequest
-	(*CancelCall)(nil),                // 19: capgate.v1.CancelCall
-	(*CallsResponse)(nil),             // 20: capgate.v1.CallsResponse
-	(*CallFailure)(nil),               // 21: capgate.v1.CallFailure
-	(*StartRequest)(nil),              // 22: capgate.v1.StartRequest
-	(*StartResponse)(nil),             // 23: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),          // 24: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),         // 25: capgate.v1.DocumentsResponse
-	(*Document)(nil),                  // 26: capgate.v1.Document
-	(*RecordRequest)(nil),             // 27: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),            // 28: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),          // 29: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),         // 30: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),                // 31: capgate.v1.BusRequest
-	(*BusResponse)(nil),               // 32: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),          // 33: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),                  // 34: capgate.v1.BusEvent
-	(*HostServiceInvokeRequest)(nil),  // 35: capgate.v1.HostServiceInvokeRequest
-	(*HostServiceInvokeResponse)(nil), // 36: capgate.v1.HostServiceInvokeResponse
-	(*Refusal)(nil),                   // 37: capgate.v1.Refusal
-	nil,                               // 38: capgate.v1.Document.FieldsEntry
+	(*OwnerCheck)(nil),                // 10: capgate.v1.OwnerCheck
+	(*InvokeResponse)(nil),            // 11: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 12: capgate.v1.ToolError
+	(*PingRequest)(nil),               // 13: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 14: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 15: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 16: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 17: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 18: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 19: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 20: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 21: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 22: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 23: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 24: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 25: capgate.v1.Document
+	(*RecordRequest)(nil),             // 26: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 27: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 28: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 29: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 30: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 31: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 32: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 33: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 34: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 35: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 36: capgate.v1.Refusal
+	nil,                               // 37: capgate.v1.Document.FieldsEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	7,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
 	6,  // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
 	0,  // 2: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
 	8,  // 3: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	11, // 4: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	1,  // 5: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	11, // 6: capgate.v1.ResolveOwnerResponse.error:type_name -> capgate.v1.ToolError
-	9,  // 7: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	12, // 8: capgate.v1.CallsRequest.resolve_owner:type_name -> capgate.v1.ResolveOwnerRequest
-	19, // 9: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	10, // 10: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	13, // 11: capgate.v1.CallsResponse.resolve_owner:type_name -> capgate.v1.ResolveOwnerResponse
-	21, // 12: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	26, // 13: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	38, // 14: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	11, // 15: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	6,  // 16: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	11, // 17: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	37, // 18: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	2,  // 19: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	4,  // 20: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	9,  // 21: capgate.v1.PluginService.Invoke:input_type -> capgate.v1.InvokeRequest
-	12, // 22: capgate.v1.PluginService.ResolveOwner:input_type -> capgate.v1.ResolveOwnerRequest
-	18, // 23: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	22, // 24: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	24, // 25: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	27, // 26: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	14, // 27: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	16, // 28: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	29, // 29: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	24, // 30: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	27, // 31: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	31, // 32: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	33, // 33: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	35, // 34: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	3,  // 35: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	5,  // 36: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	10, // 37: capgate.v1.PluginService.Invoke:output_type -> capgate.v1.InvokeResponse
-	13, // 38: capgate.v1.PluginService.ResolveOwner:output_type -> capgate.v1.ResolveOwnerResponse
-	20, // 39: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	23, // 40: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	25, // 41: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	28, // 42: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	15, // 43: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	17, // 44: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	30, // 45: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	25, // 46: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	28, // 47: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	32, // 48: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	34, // 49: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	36, // 50: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	35, // [35:51] is the sub-list for method output_type
-	19, // [19:35] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	10, // 4: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	12, // 5: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	36, // 6: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	1,  // 7: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	9,  // 8: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	18, // 9: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	11, // 10: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	20, // 11: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	25, // 12: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	37, // 13: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	12, // 14: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	6,  // 15: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	12, // 16: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	36, // 17: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	2,  // 18: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	4,  // 19: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	17, // 20: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	21, // 21: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	23, // 22: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	26, // 23: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	13, // 24: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	15, // 25: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	28, // 26: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	23, // 27: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	26, // 28: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	30, // 29: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	32, // 30: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	34, // 31: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	3,  // 32: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	5,  // 33: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	19, // 34: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	22, // 35: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	24, // 36: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	27, // 37: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	14, // 38: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	16, // 39: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	29, // 40: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	24, // 41: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	27, // 42: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	31, // 43: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	33, // 44: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	35, // 45: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	32, // [32:46] is the sub-list for method output_type
+	18, // [18:32] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -2639,14 +2551,12 @@ func file_capgate_v1_plugin_proto_init() {
 	if File_capgate_v1_plugin_proto != nil {
 		return
 	}
-	file_capgate_v1_plugin_proto_msgTypes[16].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[15].OneofWrappers = []any{
 		(*CallsRequest_Invoke)(nil),
-		(*CallsRequest_ResolveOwner)(nil),
 		(*CallsRequest_Cancel)(nil),
 	}
-	file_capgate_v1_plugin_proto_msgTypes[18].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[17].OneofWrappers = []any{
 		(*CallsResponse_Invoke)(nil),
-		(*CallsResponse_ResolveOwner)(nil),
 		(*CallsResponse_Failure)(nil),
 	}
 	type x struct{}
@@ -2655,7 +2565,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

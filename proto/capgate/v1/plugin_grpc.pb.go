@@ -27,14 +27,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PluginService_Configure_FullMethodName    = "/capgate.v1.PluginService/Configure"
-	PluginService_Describe_FullMethodName     = "/capgate.v1.PluginService/Describe"
-	PluginService_Invoke_FullMethodName       = "/capgate.v1.PluginService/Invoke"
-	PluginService_ResolveOwner_FullMethodName = "/capgate.v1.PluginService/ResolveOwner"
-	PluginService_Calls_FullMethodName        = "/capgate.v1.PluginService/Calls"
-	PluginService_Start_FullMethodName        = "/capgate.v1.PluginService/Start"
-	PluginService_Documents_FullMethodName    = "/capgate.v1.PluginService/Documents"
-	PluginService_Record_FullMethodName       = "/capgate.v1.PluginService/Record"
+	PluginService_Configure_FullMethodName = "/capgate.v1.PluginService/Configure"
+	PluginService_Describe_FullMethodName  = "/capgate.v1.PluginService/Describe"
+	PluginService_Calls_FullMethodName     = "/capgate.v1.PluginService/Calls"
+	PluginService_Start_FullMethodName     = "/capgate.v1.PluginService/Start"
+	PluginService_Documents_FullMethodName = "/capgate.v1.PluginService/Documents"
+	PluginService_Record_FullMethodName    = "/capgate.v1.PluginService/Record"
 )
 
 // PluginServiceClient is the client API for PluginService service.
@@ -49,12 +47,7 @@ type PluginServiceClient interface {
 	// Describe returns what the plugin provides. The host validates it before
 	// any capability becomes callable.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
-	// Invoke runs one capability for a principal the gate has admitted.
-	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*InvokeResponse, error)
-	// ResolveOwner names the user who owns the target of an owner-guarded call,
-	// so the host can decide the ownership step before the call runs.
-	ResolveOwner(ctx context.Context, in *ResolveOwnerRequest, opts ...grpc.CallOption) (*ResolveOwnerResponse, error)
-	// Calls carries Invoke and ResolveOwner calls, many at a time, over one
+	// Calls carries the calls the gate admitted, many at a time, over one
 	// long-lived stream the host opens after Describe. A call then costs one
 	// message each way instead of setting up and tearing down a stream, which
 	// on a local socket is most of a call's cost. Responses may come in any
@@ -95,26 +88,6 @@ func (c *pluginServiceClient) Describe(ctx context.Context, in *DescribeRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeResponse)
 	err := c.cc.Invoke(ctx, PluginService_Describe_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *pluginServiceClient) Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (*InvokeResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(InvokeResponse)
-	err := c.cc.Invoke(ctx, PluginService_Invoke_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *pluginServiceClient) ResolveOwner(ctx context.Context, in *ResolveOwnerRequest, opts ...grpc.CallOption) (*ResolveOwnerResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ResolveOwnerResponse)
-	err := c.cc.Invoke(ctx, PluginService_ResolveOwner_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -176,12 +149,7 @@ type PluginServiceServer interface {
 	// Describe returns what the plugin provides. The host validates it before
 	// any capability becomes callable.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
-	// Invoke runs one capability for a principal the gate has admitted.
-	Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error)
-	// ResolveOwner names the user who owns the target of an owner-guarded call,
-	// so the host can decide the ownership step before the call runs.
-	ResolveOwner(context.Context, *ResolveOwnerRequest) (*ResolveOwnerResponse, error)
-	// Calls carries Invoke and ResolveOwner calls, many at a time, over one
+	// Calls carries the calls the gate admitted, many at a time, over one
 	// long-lived stream the host opens after Describe. A call then costs one
 	// message each way instead of setting up and tearing down a stream, which
 	// on a local socket is most of a call's cost. Responses may come in any
@@ -213,12 +181,6 @@ func (UnimplementedPluginServiceServer) Configure(context.Context, *ConfigureReq
 }
 func (UnimplementedPluginServiceServer) Describe(context.Context, *DescribeRequest) (*DescribeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Describe not implemented")
-}
-func (UnimplementedPluginServiceServer) Invoke(context.Context, *InvokeRequest) (*InvokeResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Invoke not implemented")
-}
-func (UnimplementedPluginServiceServer) ResolveOwner(context.Context, *ResolveOwnerRequest) (*ResolveOwnerResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ResolveOwner not implemented")
 }
 func (UnimplementedPluginServiceServer) Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error {
 	return status.Error(codes.Unimplemented, "method Calls not implemented")
@@ -285,42 +247,6 @@ func _PluginService_Describe_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(PluginServiceServer).Describe(ctx, req.(*DescribeRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _PluginService_Invoke_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(InvokeRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(PluginServiceServer).Invoke(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: PluginService_Invoke_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PluginServiceServer).Invoke(ctx, req.(*InvokeRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _PluginService_ResolveOwner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ResolveOwnerRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(PluginServiceServer).ResolveOwner(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: PluginService_ResolveOwner_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PluginServiceServer).ResolveOwner(ctx, req.(*ResolveOwnerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -400,14 +326,6 @@ var PluginService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Describe",
 			Handler:    _PluginService_Describe_Handler,
-		},
-		{
-			MethodName: "Invoke",
-			Handler:    _PluginService_Invoke_Handler,
-		},
-		{
-			MethodName: "ResolveOwner",
-			Handler:    _PluginService_ResolveOwner_Handler,
 		},
 		{
 			MethodName: "Start",

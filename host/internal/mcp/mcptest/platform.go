@@ -158,25 +158,11 @@ type idArgs struct {
 	Title string `json:"title"`
 }
 
-// ResolveOwner implements dispatch.Provider.
-func (p *Platform) ResolveOwner(_ context.Context, _ string, args json.RawMessage) (string, error) {
-	var a idArgs
-	if err := json.Unmarshal(args, &a); err != nil {
-		return "", fmt.Errorf("resolve owner: %w", err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, ok := p.bookings[a.ID]
-	if !ok {
-		return "", &dispatch.ToolError{Code: dispatch.NotFound, Message: fmt.Sprintf("booking %q does not exist", a.ID)}
-	}
-	return b.Owner, nil
-}
-
 var errBroken = errors.New("backend connection reset: dial tcp 10.1.2.3:5432 secret-dsn")
 
 // Invoke implements dispatch.Provider.
-func (p *Platform) Invoke(ctx context.Context, _ dispatch.Principal, capability string, args json.RawMessage) (json.RawMessage, error) {
+func (p *Platform) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage, error) {
+	capability, args := r.Capability, r.Args
 	switch capability {
 	case Search:
 		return json.RawMessage(`{"hits":[{"id":"b-1","title":"Dentist <3 & \"co\""}]}`), nil
@@ -211,6 +197,9 @@ func (p *Platform) Invoke(ctx context.Context, _ dispatch.Principal, capability 
 	if !ok {
 		return nil, &dispatch.ToolError{Code: dispatch.NotFound, Message: fmt.Sprintf("booking %q does not exist", a.ID)}
 	}
+	if err := r.Owned(b.Owner); err != nil {
+		return nil, err
+	}
 	switch capability {
 	case BookingGet:
 	case Cancel:
@@ -235,12 +224,9 @@ func (p *Platform) Invoke(ctx context.Context, _ dispatch.Principal, capability 
 type Echo struct{}
 
 // Invoke implements dispatch.Provider.
-func (Echo) Invoke(_ context.Context, _ dispatch.Principal, _ string, args json.RawMessage) (json.RawMessage, error) {
-	return args, nil
+func (Echo) Invoke(_ context.Context, r dispatch.Request) (json.RawMessage, error) {
+	return r.Args, nil
 }
-
-// ResolveOwner implements dispatch.Provider.
-func (Echo) ResolveOwner(context.Context, string, json.RawMessage) (string, error) { return "", nil }
 
 // EchoName is the one capability of NewEcho.
 const EchoName = "bench.echo"

@@ -1,4 +1,4 @@
-package pluginhost
+package pluginwire
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
-// callStream multiplexes calls over the plugin's Calls stream: one message
+// CallStream multiplexes calls over a plugin's Calls stream: one message
 // each way per call instead of a gRPC stream's setup and teardown.
-type callStream struct {
+type CallStream struct {
 	stream capgatev1.PluginService_CallsClient
 	cancel context.CancelFunc
 
@@ -27,27 +27,27 @@ type callStream struct {
 	err     error         // why, once done is closed
 }
 
-// openCalls opens the stream. ctx bounds its whole life.
-func openCalls(ctx context.Context, rpc capgatev1.PluginServiceClient) (*callStream, error) {
+// OpenCalls opens the stream. ctx bounds its whole life.
+func OpenCalls(ctx context.Context, rpc capgatev1.PluginServiceClient) (*CallStream, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	stream, err := rpc.Calls(ctx)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	c := &callStream{stream: stream, cancel: cancel, pending: map[uint64]chan *capgatev1.CallsResponse{}, done: make(chan struct{})}
+	c := &CallStream{stream: stream, cancel: cancel, pending: map[uint64]chan *capgatev1.CallsResponse{}, done: make(chan struct{})}
 	go c.receive()
 	return c, nil
 }
 
 // receive hands each response to its waiting call until the stream ends,
 // then fails every call still waiting.
-func (c *callStream) receive() {
+func (c *CallStream) receive() {
 	for {
 		resp, err := c.stream.Recv()
 		if err != nil {
 			c.mu.Lock()
-			c.err = fmt.Errorf("plugin call stream closed: %s", statusMessage(err))
+			c.err = fmt.Errorf("plugin call stream closed: %s", StatusMessage(err))
 			close(c.done)
 			c.mu.Unlock()
 			return
@@ -62,19 +62,19 @@ func (c *callStream) receive() {
 	}
 }
 
-// errNotSent wraps the failure of a call that never reached the plugin:
+// ErrNotSent wraps the failure of a call that never reached the plugin:
 // the stream had failed before it was sent, so nothing ran.
-var errNotSent = errors.New("the call was not sent")
+var ErrNotSent = errors.New("the call was not sent")
 
 // call sends req and waits for its response, for ctx to end, or for the
 // stream to fail. An abandoned call is cancelled in the plugin.
-func (c *callStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*capgatev1.CallsResponse, error) {
+func (c *CallStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*capgatev1.CallsResponse, error) {
 	ch := make(chan *capgatev1.CallsResponse, 1)
 	c.mu.Lock()
 	select {
 	case <-c.done:
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w", errNotSent, c.err)
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, c.err)
 	default:
 	}
 	c.next++
@@ -87,7 +87,7 @@ func (c *callStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*ca
 
 	if err := c.send(req); err != nil {
 		c.forget(req.Id)
-		return nil, fmt.Errorf("%w: %w", errNotSent, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	select {
 	case resp := <-ch:
@@ -104,7 +104,7 @@ func (c *callStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*ca
 	}
 }
 
-func (c *callStream) send(req *capgatev1.CallsRequest) error {
+func (c *CallStream) send(req *capgatev1.CallsRequest) error {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	if err := c.stream.Send(req); err != nil {
@@ -115,14 +115,14 @@ func (c *callStream) send(req *capgatev1.CallsRequest) error {
 	return nil
 }
 
-func (c *callStream) forget(id uint64) {
+func (c *CallStream) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.pending, id)
 	c.mu.Unlock()
 }
 
-// ended reports whether the stream has failed.
-func (c *callStream) ended() bool {
+// Ended reports whether the stream has failed.
+func (c *CallStream) Ended() bool {
 	if c == nil {
 		return false
 	}
@@ -134,17 +134,20 @@ func (c *callStream) ended() bool {
 	}
 }
 
-// failure is why the stream failed, once done is closed.
-func (c *callStream) failure() error {
+// Failure is why the stream failed, once it has.
+func (c *CallStream) Failure() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
 }
 
-// close ends the stream; calls still waiting fail.
-func (c *callStream) close() {
+// Close ends the stream; calls still waiting fail.
+func (c *CallStream) Close() {
 	c.sendMu.Lock()
 	_ = c.stream.CloseSend()
 	c.sendMu.Unlock()
 	c.cancel()
 }
+
+// Done is closed when the stream has failed.
+func (c *CallStream) Done() <-chan struct{} { return c.done }

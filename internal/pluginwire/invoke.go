@@ -1,0 +1,139 @@
+package pluginwire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
+	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+)
+
+// Invoke sends one admitted call over the stream under callID and
+// translates the plugin's answer into the gate's terms: the result, a
+// *dispatch.ToolError, or a *dispatch.Refusal at the ownership step (only
+// when r.CheckOwner asked for one). Any other error is the link's: a gRPC
+// status the plugin answered with, the context's error, or ErrNotSent
+// wrapped when nothing reached the plugin.
+func (c *CallStream) Invoke(ctx context.Context, callID string, r dispatch.Request) (json.RawMessage, error) {
+	req := &capgatev1.InvokeRequest{
+		Capability: r.Capability,
+		Arguments:  r.Args,
+		Principal:  &capgatev1.Principal{Role: r.Principal.Role, Scope: string(r.Principal.Scope), UserId: r.Principal.UserID},
+		CallId:     callID,
+	}
+	if r.CheckOwner {
+		req.OwnerCheck = &capgatev1.OwnerCheck{UserId: r.Principal.UserID}
+	}
+	resp, err := c.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: req}})
+	if err != nil {
+		return nil, err
+	}
+	out := resp.GetInvoke()
+	if out == nil {
+		return nil, fmt.Errorf("plugin answered call %d of %s with no result", resp.Id, r.Capability)
+	}
+	if rf := out.GetRefusal(); rf != nil {
+		if !r.CheckOwner || rf.Step != string(dispatch.StepOwnership) {
+			return nil, fmt.Errorf("plugin refused %s at step %q, which it was not asked to decide", r.Capability, rf.Step)
+		}
+		return nil, &dispatch.Refusal{Step: dispatch.StepOwnership, Capability: r.Capability, Reason: dispatch.OwnershipReason}
+	}
+	if e := out.GetError(); e != nil {
+		return nil, ToolError(e)
+	}
+	return out.Result, nil
+}
+
+// ToolError is a plugin's tool error in the gate's terms.
+func ToolError(e *capgatev1.ToolError) *dispatch.ToolError {
+	code := dispatch.InvalidInput
+	switch e.Code {
+	case capgatev1.ToolError_CODE_NOT_FOUND:
+		code = dispatch.NotFound
+	case capgatev1.ToolError_CODE_CONFLICT:
+		code = dispatch.Conflict
+	case capgatev1.ToolError_CODE_UNAVAILABLE:
+		code = dispatch.Unavailable
+	}
+	return &dispatch.ToolError{Code: code, Message: e.Message}
+}
+
+// WireToolError is the gate's tool error as the contract carries it.
+func WireToolError(te *dispatch.ToolError) *capgatev1.ToolError {
+	code := capgatev1.ToolError_CODE_INVALID_INPUT
+	switch te.Code {
+	case dispatch.NotFound:
+		code = capgatev1.ToolError_CODE_NOT_FOUND
+	case dispatch.Conflict:
+		code = capgatev1.ToolError_CODE_CONFLICT
+	case dispatch.Unavailable:
+		code = capgatev1.ToolError_CODE_UNAVAILABLE
+	}
+	return &capgatev1.ToolError{Code: code, Message: te.Message}
+}
+
+// StatusMessage returns the text of a gRPC status without the "rpc error:
+// code = ... desc =" framing, which says nothing to an operator.
+func StatusMessage(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return s.Message()
+	}
+	return err.Error()
+}
+
+// NestedResponse is the outcome of a nested call through the gate (a
+// plugin calling another capability as its caller) as the HostService
+// answers it: a result, a refusal or a tool error in the response, and an
+// unknown capability, the caller's own deadline or any other failure as a
+// gRPC status. The text of an internal failure stays in the host's log.
+func NestedResponse(ctx context.Context, capability string, res json.RawMessage, err error) (*capgatev1.HostServiceInvokeResponse, error) {
+	var (
+		refusal *dispatch.Refusal
+		te      *dispatch.ToolError
+	)
+	switch {
+	case err == nil:
+		return &capgatev1.HostServiceInvokeResponse{Result: res}, nil
+	case errors.As(err, &refusal):
+		return &capgatev1.HostServiceInvokeResponse{Refusal: &capgatev1.Refusal{Step: string(refusal.Step), Reason: refusal.Reason}}, nil
+	case errors.As(err, &te):
+		return &capgatev1.HostServiceInvokeResponse{Error: WireToolError(te)}, nil
+	case errors.Is(err, dispatch.ErrUnknownCapability):
+		return nil, status.Errorf(codes.NotFound, "no capability %q", capability)
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return nil, status.Errorf(codes.Internal, "%s failed", capability)
+}
+
+// Capability is a plugin's declaration of a capability in the registry's
+// terms.
+func Capability(c *capgatev1.Capability, plugin string) (registry.Capability, error) {
+	var kind registry.Kind
+	switch c.Kind {
+	case capgatev1.Kind_KIND_READ:
+		kind = registry.Read
+	case capgatev1.Kind_KIND_ACTION:
+		kind = registry.Action
+	default:
+		return registry.Capability{}, fmt.Errorf("capability %q: kind %v is neither read nor action", c.Name, c.Kind)
+	}
+	return registry.Capability{
+		Name:         c.Name,
+		Description:  c.Description,
+		Kind:         kind,
+		InputSchema:  c.InputSchema,
+		OutputSchema: c.OutputSchema,
+		Pack:         c.Pack,
+		Permission:   c.Permission,
+		OwnerGuarded: c.OwnerGuarded,
+		Destructive:  c.Destructive,
+		Plugin:       plugin,
+	}, nil
+}

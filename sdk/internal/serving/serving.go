@@ -1,0 +1,18 @@
+// Package serving hands package sdktest the SDK's own plugin server,
+// without exporting it from package sdk: a test serves a plugin with
+// exactly the code sdk.Serve runs in production.
+package serving
+
+import "github.com/capgate/capgate/internal/pluginwire"
+
+// Server is the SDK's PluginService for one plugin.
+type Server interface {
+	pluginwire.Server
+	// Close runs the plugin's OnClose functions once, as sdk.Serve does
+	// when the host stops the plugin.
+	Close() error
+}
+
+// NewServer is set by package sdk: it returns the server of an
+// *sdk.Plugin.
+var NewServer func(plugin any) Server
