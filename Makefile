@@ -1,7 +1,10 @@
 # capgate — build, run and test.
 #
-#   make run    build everything and serve the demo config on 127.0.0.1:8080
-#   make test   every test (unit, integration, real MCP clients, conformance)
+#   make run    build capgate and its plugins and serve the demo config on
+#               127.0.0.1:8080
+#   make test   every test (unit, integration, real MCP clients, conformance),
+#               and the tests of the bench module (bench/)
+#   make bench  the hot path's Go benchmarks and capgate-bench (bench/)
 #   make soak   TestSoak (host/e2e/soak_test.go, -tags soak): one host under
 #               fixed-rate load at half its measured capacity for SOAK
 #               (default 10m; CI runs SOAK=60s), a plugin killed with -9 every
@@ -18,13 +21,16 @@ GO       ?= go
 BIN      ?= bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
-# Every plugins/<name> with a main package is a plugin binary.
+# Every plugins/<name> with a main package is a product plugin, shipped as
+# $(BIN)/capgate-plugin-<name> (the paths config/capgate.yaml names). Fixture
+# plugins live elsewhere: in bench/ and under testdata/.
 PLUGINS  := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 CONFIG   ?= config/capgate.yaml
 FUZZTIME ?= 15s
 # Extra flags for go test in `make test` (CI adds -json).
 GOTESTFLAGS ?=
-# Extra flags for capgate-bench, e.g. BENCHFLAGS="-rounds 3".
+# Extra flags for capgate-bench (bench/cmd/capgate-bench), e.g.
+# BENCHFLAGS="-rounds 3".
 BENCHFLAGS ?=
 # How long `make soak` soaks (a Go duration), and where it writes its report.
 SOAK        ?= 10m
@@ -70,13 +76,18 @@ e2e-deps:
 		echo "npm not found: the TypeScript client and conformance tests will be skipped"; \
 	fi
 
+# bench/ is a module of its own (the load tests and their fixtures, which
+# need mcp-go): its tests run after the product's.
 test: e2e-deps
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+	cd bench && $(GO) test -race -count=1 $(GOTESTFLAGS) ./...
 
 # test-go is the Go tests alone, for a quick loop.
 test-go:
 	$(GO) test -race ./...
+	cd bench && $(GO) test -race ./...
 
 # The test's timeout is the soak plus 15 minutes for building, starting,
 # measuring and checking: Go durations add up, so 10m15m is 25m.
@@ -88,10 +99,16 @@ soak:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/mcp
 
+# make bench: the Go benchmarks of the hot path, then capgate-bench (bench/)
+# with its fixtures: the hello plugin (the trivial tool), the synthetic
+# catalogue plugin, and the search floor (BenchmarkFloor of the search
+# index, as a test binary).
 bench: build
-	$(GO) build -trimpath -o $(BIN)/capgate-search-floor ./plugins/search/cmd/search-floor
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/capgate-plugin-hello ./host/internal/app/testdata/plugins/hello
+	cd bench && $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(abspath $(BIN))/capgate-plugin-synthetic ./plugins/synthetic
+	$(GO) test -c -trimpath -ldflags '-s -w' -o $(BIN)/capgate-search-floor.test ./plugins/search/internal/index
 	$(GO) test -run '^$$' -bench . -benchmem ./host/internal/mcp ./internal/dispatch ./host/internal/auth
-	$(GO) run ./host/cmd/capgate-bench -bin $(BIN) $(BENCHFLAGS)
+	cd bench && $(GO) run ./cmd/capgate-bench -bin $(abspath $(BIN)) $(BENCHFLAGS)
 
 proto:
 	@mkdir -p $(BIN)/tools
@@ -102,6 +119,7 @@ proto:
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 fmt:
 	gofmt -w $(shell git ls-files '*.go')

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		bin *string
 		src string
 	}{
-		{&helloBin, "../../../plugins/hello"},
+		{&helloBin, "./testdata/plugins/hello"},
 		{&leakyBin, "../pluginhost/testdata/plugins/leaky"},
 		{&relayBin, "../pluginhost/testdata/plugins/relay"},
 		{&bookingBin, "../../../plugins/booking"},

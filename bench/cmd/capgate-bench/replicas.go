@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/capgate/capgate/host/internal/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The replicas rows: booking.get and booking.create on SQLite with one
@@ -438,7 +438,7 @@ func (b *bench) measureReplicaSetup(ctx context.Context, s replicaSetup) (err er
 		dsn = withPoolSize(dsn, b.opts.replica.poolMaxConns)
 		natsURL = b.opts.replica.natsURL
 		stream = "CAPGATE_BENCH_" + randomHex(6)
-		del, err := createStream(ctx, natsURL, stream)
+		del, err := checkStream(ctx, natsURL, stream)
 		if err != nil {
 			return err
 		}
@@ -572,30 +572,45 @@ func redact(dsn string) string {
 	return "(unparsable DSN)"
 }
 
-// createStream creates the JetStream stream capgate will use (as capgate
-// does: subject prefix capgate.stream.<name>) and returns a function that
-// deletes it.
-func createStream(ctx context.Context, natsURL, stream string) (func(), error) {
-	cfg := events.NATSConfig{URL: natsURL, Stream: stream, SubjectPrefix: "capgate.stream." + stream}
+// checkStream makes sure JetStream answers at natsURL, for the stream the
+// replicas will share (capgate creates it when the first one starts), and
+// returns a function that deletes the stream and its consumers.
+func checkStream(ctx context.Context, natsURL, stream string) (func(), error) {
+	connect := func(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
+		nc, err := nats.Connect(natsURL, nats.Name("capgate-bench"), nats.Timeout(5*time.Second))
+		if err != nil {
+			return nil, nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err == nil {
+			_, err = js.AccountInfo(ctx)
+		}
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		return nc, js, nil
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	bus, err := events.OpenNATS(cctx, cfg)
+	nc, _, err := connect(cctx)
 	if err != nil {
 		return nil, fmt.Errorf("NATS JetStream unreachable at %s (start nats-server -js, or pass -nats-url): %w", natsURL, err)
 	}
-	_ = bus.Close()
-	slog.Info("created stream", "name", stream)
+	nc.Close()
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		bus, err := events.OpenNATS(ctx, cfg)
+		nc, js, err := connect(ctx)
 		if err == nil {
-			err = bus.DeleteStream(ctx)
-			_ = bus.Close()
+			err = js.DeleteStream(ctx, stream)
+			nc.Close()
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			slog.Warn("delete bench stream", "name", stream, "err", err)
+			return
 		}
+		slog.Info("deleted stream", "name", stream)
 	}, nil
 }
 

@@ -41,7 +41,8 @@ var searchKeys = []string{keySearch, keySearchFloor, keySearch1, keySearchFloor1
 const (
 	syntheticPluginBin = "capgate-plugin-synthetic"
 	searchPluginBin    = "capgate-plugin-search"
-	searchFloorBin     = "capgate-search-floor"
+	// searchFloorBin is the floor, BenchmarkFloor's test binary.
+	searchFloorBin = "capgate-search-floor.test"
 )
 
 const (
@@ -188,7 +189,7 @@ func (b *bench) measureSearch(ctx context.Context) {
 	floor, err := filepath.Abs(filepath.Join(b.opts.bin, searchFloorBin))
 	if err == nil {
 		if _, err = os.Stat(floor); err != nil {
-			err = fmt.Errorf("%s not found (make bench builds it: go build -o %s ./plugins/search/cmd/search-floor): %w", searchFloorBin, floor, err)
+			err = fmt.Errorf("%s not found (make bench builds it: go test -c -o %s ./plugins/search/internal/index): %w", searchFloorBin, floor, err)
 		}
 	}
 	if err != nil {
@@ -269,7 +270,8 @@ func (b *bench) measureSearch(ctx context.Context) {
 		failFloor(fmt.Errorf("write queries: %w", err))
 		return
 	}
-	fl := &floorRun{bin: floor, index: dir, queries: qf, concurrency: b.load.connections, warmup: b.load.warmup, duration: b.load.duration}
+	fl := &floorRun{bin: floor, index: dir, queries: qf, concurrency: b.load.connections, warmup: b.load.warmup, duration: b.load.duration,
+		hits: filepath.Join(b.workDir, "search-floor-hits.jsonl")}
 	floorHits, err := fl.check(ctx)
 	if err != nil {
 		failFloor(err)
@@ -482,63 +484,71 @@ func dirSize(dir string) (int64, error) {
 	return total, nil
 }
 
-// floorRun runs the search-floor program on an index.
+// floorRun runs the floor: BenchmarkFloor of the search plugin's index
+// package (plugins/search/internal/index), compiled into a test binary (make
+// bench: go test -c -o bin/capgate-search-floor.test
+// ./plugins/search/internal/index), which calls index.Search in-process on an
+// index directory with the search plugin's runtime tuning.
 type floorRun struct {
-	bin, index, queries string
-	concurrency         int
-	warmup, duration    time.Duration
+	bin string
+	// index is the directory of the index the search plugin built; empty
+	// lets the benchmark generate one of its own (the tests do).
+	index            string
+	queries          string // a file of queries, one a line
+	concurrency      int
+	warmup, duration time.Duration
+	// hits is where check has the benchmark write each query's hits.
+	hits string
 }
 
-func (f *floorRun) args(extra ...string) []string {
-	return append([]string{"-index", f.index, "-queries", f.queries, "-limit", strconv.Itoa(searchLimit)}, extra...)
+// command is the benchmark at goroutines for benchtime, after warmup.
+func (f *floorRun) command(ctx context.Context, goroutines int, benchtime string, warmup time.Duration, extra ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, f.bin, "-test.run", "^$", "-test.bench", "^"+floorBenchmark+"$", "-test.benchtime", benchtime, "-test.count", "1")
+	cmd.Env = append(childEnv(os.Environ()),
+		"CAPGATE_FLOOR_QUERIES="+f.queries,
+		"CAPGATE_FLOOR_LIMIT="+strconv.Itoa(searchLimit),
+		"CAPGATE_FLOOR_GOROUTINES="+strconv.Itoa(goroutines),
+		"CAPGATE_FLOOR_WARMUP="+warmup.String())
+	if f.index != "" {
+		cmd.Env = append(cmd.Env, "CAPGATE_FLOOR_INDEX="+f.index)
+	}
+	cmd.Env = append(cmd.Env, extra...)
+	return cmd
 }
+
+// floorBenchmark is the benchmark the floor binary runs.
+const floorBenchmark = "BenchmarkFloor"
 
 // check runs every query once on the index and returns the hits of each.
 func (f *floorRun) check(ctx context.Context) (map[string][]string, error) {
-	cmd := exec.CommandContext(ctx, f.bin, f.args("-check")...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s -check: %w: %s", f.bin, err, stderr.String())
+	cmd := f.command(ctx, 1, "1x", 0, "CAPGATE_FLOOR_HITS="+f.hits)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s (writing the hits of every query): %w: %s", f.bin, err, tailOf(out))
+	}
+	raw, err := os.ReadFile(f.hits)
+	if err != nil {
+		return nil, fmt.Errorf("the floor's hits: %w", err)
 	}
 	out := map[string][]string{}
-	dec := json.NewDecoder(&stdout)
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	for dec.More() {
 		var c struct {
 			Query string   `json:"query"`
 			IDs   []string `json:"ids"`
 		}
 		if err := dec.Decode(&c); err != nil {
-			return nil, fmt.Errorf("%s -check output: %w", f.bin, err)
+			return nil, fmt.Errorf("the floor's hits %s: %w", f.hits, err)
 		}
 		out[c.Query] = c.IDs
 	}
 	return out, nil
 }
 
-// floorOutput is what search-floor prints after a measured run.
-type floorOutput struct {
-	Documents   uint64  `json:"documents"`
-	Concurrency int     `json:"concurrency"`
-	Requests    int64   `json:"requests"`
-	Seconds     float64 `json:"seconds"`
-	RPS         float64 `json:"rps"`
-	P50Micros   int64   `json:"p50_us"`
-	P99Micros   int64   `json:"p99_us"`
-	CPUSeconds  float64 `json:"cpu_seconds"`
-	Errors      int64   `json:"errors"`
-	Empty       int64   `json:"empty"`
-	FirstError  string  `json:"first_error"`
-}
-
 // run measures the floor: a warm-up and a measured run, as wrk does for
 // the servers. Other processes' CPU is the machine's busy time over the
 // whole program less the program's own.
 func (f *floorRun) run(ctx context.Context) (*result, error) {
-	cmd := exec.CommandContext(ctx, f.bin, f.args(
-		"-concurrency", strconv.Itoa(f.concurrency),
-		"-warmup", f.warmup.String(),
-		"-duration", wrkSeconds(f.duration))...)
+	cmd := f.command(ctx, f.concurrency, wrkSeconds(f.duration), f.warmup)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	busy0, err := machineBusy()
@@ -547,7 +557,7 @@ func (f *floorRun) run(ctx context.Context) (*result, error) {
 	}
 	t0 := time.Now()
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", f.bin, err, stderr.String())
+		return nil, fmt.Errorf("%s: %w: %s", f.bin, err, tailOf(append(stdout.Bytes(), stderr.Bytes()...)))
 	}
 	wall := time.Since(t0)
 	busy1, err := machineBusy()
@@ -555,37 +565,76 @@ func (f *floorRun) run(ctx context.Context) (*result, error) {
 		return nil, err
 	}
 	own := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	return parseFloor(stdout.Bytes(), busy1-busy0-own, wall)
+	return parseFloor(stdout.Bytes(), f.concurrency, busy1-busy0-own, wall)
 }
 
-// parseFloor turns search-floor's output into a result; others is the CPU
-// other processes used over wall.
-func parseFloor(out []byte, others, wall time.Duration) (*result, error) {
-	var o floorOutput
-	if err := json.Unmarshal(bytes.TrimSpace(out), &o); err != nil {
-		return nil, fmt.Errorf("search-floor output %q: %w", snippet(out), err)
+// parseFloor turns the benchmark's result line for goroutines into a
+// result; others is the CPU other processes used over wall. The line is
+// the testing package's: name, iterations, then value–unit pairs, here
+// ns/op and BenchmarkFloor's own (req/s, p50-µs, p99-µs, cpu-s, s, docs,
+// errors, empty).
+func parseFloor(out []byte, goroutines int, others, wall time.Duration) (*result, error) {
+	name := fmt.Sprintf("%s/goroutines=%d", floorBenchmark, goroutines)
+	var fields []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && (f[0] == name || strings.HasPrefix(f[0], name+"-")) {
+			fields = f
+		}
 	}
-	if o.Seconds <= 0 {
-		return nil, fmt.Errorf("search-floor output %q: no measured time", snippet(out))
+	if len(fields) < 4 || len(fields)%2 != 0 {
+		return nil, fmt.Errorf("no %s result in the floor's output %q", name, snippet(out))
 	}
-	if o.FirstError != "" {
-		slog.Error("search failed in the floor", "err", o.FirstError)
+	n, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("floor output %q: iterations: %w", fields[1], err)
 	}
+	m := map[string]float64{}
+	for i := 2; i+1 < len(fields); i += 2 {
+		v, err := strconv.ParseFloat(fields[i], 64)
+		if err != nil {
+			return nil, fmt.Errorf("floor output: %s %s: %w", fields[i], fields[i+1], err)
+		}
+		m[fields[i+1]] = v
+	}
+	for _, unit := range []string{"req/s", "p50-µs", "p99-µs", "cpu-s", "s", "errors", "empty"} {
+		if _, ok := m[unit]; !ok {
+			return nil, fmt.Errorf("floor output %q: no %s", strings.Join(fields, " "), unit)
+		}
+	}
+	if m["s"] <= 0 {
+		return nil, fmt.Errorf("floor output %q: no measured time", strings.Join(fields, " "))
+	}
+	if m["errors"] > 0 {
+		slog.Error("searches failed in the floor", "errors", m["errors"], "output", tailOf(out))
+	}
+	us := func(v float64) time.Duration { return time.Duration(v * float64(time.Microsecond)) }
 	r := &result{
-		requests: o.Requests,
-		rps:      o.RPS,
-		p50:      time.Duration(o.P50Micros) * time.Microsecond,
-		p99:      time.Duration(o.P99Micros) * time.Microsecond,
-		checked:  o.Requests,
+		requests: n,
+		rps:      m["req/s"],
+		p50:      us(m["p50-µs"]),
+		p99:      us(m["p99-µs"]),
+		checked:  n,
 		// An error or an empty result is a wrong answer, as the wrk
 		// script counts them for capgate.
-		bad: o.Errors + o.Empty,
-		cpu: cpuUse{server: o.CPUSeconds / o.Seconds},
+		bad: int64(m["errors"] + m["empty"]),
+		cpu: cpuUse{server: m["cpu-s"] / m["s"]},
 	}
 	if wall > 0 {
 		r.cpu.others = max(0, others.Seconds()/wall.Seconds())
 	}
 	return r, nil
+}
+
+// tailOf is the end of a program's output, for error messages: where a
+// test binary says what failed.
+func tailOf(b []byte) string {
+	const max = 1000
+	s := strings.TrimSpace(string(b))
+	if len(s) > max {
+		return "…" + s[len(s)-max:]
+	}
+	return s
 }
 
 // medianDuration is the median of d (the mean of the middle two for an

@@ -15,9 +15,10 @@
 //   - search: capgate with the synthetic plugin (a generated catalogue of
 //     -search-documents items) and the search plugin, loaded with
 //     platform.search over 50 one- and two-word queries in turn (limit
-//     10), then, once capgate has stopped, the floor: capgate-search-floor
-//     running the same queries on the very index the search plugin built,
-//     in-process through the index package, at the same concurrency. Both
+//     10), then, once capgate has stopped, the floor: BenchmarkFloor of the
+//     search plugin's index package (capgate-search-floor.test, its test
+//     binary) running the same queries on the very index the search plugin
+//     built, in-process through index.Search, at the same concurrency. Both
 //     run twice: at -connections (throughput) and at one connection / one
 //     goroutine (p50 of a single search, no queueing). The report adds
 //     the index's build time (capgate start → every document searchable)
@@ -40,17 +41,22 @@
 //
 // Usage:
 //
-//	capgate-bench [-bin ./bin] [-duration 10s] [-warmup 2s] [-connections 64]
+//	capgate-bench [-bin ../bin] [-duration 10s] [-warmup 2s] [-connections 64]
 //	              [-threads 2] [-only capgate,echo,go-sdk,mcp-go,booking,search]
 //	              [-rounds 1] [-settle 30s] [-start-timeout 30s]
 //	              [-search-documents 100000] [-search-ready-timeout 15m]
 //	              [-pg-dsn postgres://...] [-nats-url nats://...] [-pg-pool-max-conns 0]
 //
-// The bin directory must hold capgate and capgate-plugin-hello,
-// capgate-plugin-booking when the booking row is selected, and
-// capgate-plugin-synthetic, capgate-plugin-search and capgate-search-floor
-// (go build ./plugins/search/cmd/search-floor; make bench builds it) when
-// the search rows are.
+// The bin directory must hold capgate and capgate-plugin-hello (built from
+// host/internal/app/testdata/plugins/hello), capgate-plugin-booking when the
+// booking row is selected, and capgate-plugin-synthetic (this module's
+// plugins/synthetic), capgate-plugin-search and capgate-search-floor.test
+// (go test -c ./plugins/search/internal/index) when the search rows are;
+// make bench builds them all.
+//
+// The bench is a module of its own (bench/go.mod), built against the
+// capgate checkout it sits in: the reference servers it loads, such as
+// mcp-go's, are no dependency of capgate itself.
 //
 // The bench shares the machine with whatever else runs on it. Before each
 // server it waits (up to -settle) for other processes to leave the CPU idle,

@@ -9,7 +9,7 @@
 package main
 
 import (
-	"github.com/capgate/capgate/plugins/synthetic/internal/synthetic"
+	"github.com/capgate/capgate/bench/plugins/synthetic/internal/synthetic"
 	"github.com/capgate/capgate/sdk"
 )
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -13,29 +12,7 @@ import (
 // target can be derived, and (when wrk is installed) that a short load run
 // through capgate is valid.
 func TestCapgateEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs capgate")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go tool not on PATH")
-	}
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	for out, pkg := range map[string]string{
-		capgateBin:       "./host/cmd/capgate",
-		helloPluginBin:   "./plugins/hello",
-		bookingPluginBin: "./plugins/booking",
-	} {
-		cmd := exec.Command(gobin, "build", "-o", filepath.Join(bin, out), pkg)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-		}
-	}
+	bin := buildBinaries(t, capgateBin, helloPluginBin, bookingPluginBin)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/capgate/capgate/plugins/synthetic/internal/gen"
+	"github.com/capgate/capgate/bench/plugins/synthetic/internal/gen"
 	"github.com/capgate/capgate/sdk"
 )
 

@@ -171,7 +171,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	o := &options{}
 	var only string
-	fs.StringVar(&o.bin, "bin", "./bin", "directory holding capgate, capgate-plugin-hello, (for the booking row) capgate-plugin-booking and (for the search rows) capgate-plugin-synthetic, capgate-plugin-search and capgate-search-floor")
+	fs.StringVar(&o.bin, "bin", "../bin", "directory holding the binaries make bench builds (the default is the checkout's bin/ seen from bench/): capgate, capgate-plugin-hello, (for the booking row) capgate-plugin-booking and (for the search rows) capgate-plugin-synthetic, capgate-plugin-search and capgate-search-floor.test")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured run per server (whole seconds)")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "discarded warm-up run per server before the measured one (whole seconds; 0 for none)")
 	fs.IntVar(&o.connections, "connections", 64, "keep-alive connections held open by wrk")

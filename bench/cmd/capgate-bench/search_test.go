@@ -17,10 +17,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.yaml.in/yaml/v3"
-
-	"github.com/capgate/capgate/host/internal/config"
 )
 
 func TestSearchQueries(t *testing.T) {
@@ -60,15 +56,9 @@ func TestSearchQueries(t *testing.T) {
 // catalogue, the search pack is on, and both plugins are configured.
 func TestSearchConfigLoads(t *testing.T) {
 	bin, data := t.TempDir(), t.TempDir()
-	raw, err := yaml.Marshal(searchConfig(bin, data, "127.0.0.1:18081", 1234))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(raw, "")
-	if err != nil {
-		t.Fatalf("capgate rejects the search config: %v\n%s", err, raw)
-	}
-	if len(cfg.Tokens) != 1 || string(cfg.Tokens[0].Scope) != "read" {
+	cfg := searchConfig(bin, data, "127.0.0.1:18081", 1234)
+	raw := validate(t, cfg)
+	if len(cfg.Tokens) != 1 || cfg.Tokens[0].Scope != "read" {
 		t.Fatalf("tokens = %+v", cfg.Tokens)
 	}
 	if perms := cfg.Roles[cfg.Tokens[0].Role]; !slices.Equal(perms, []string{"catalogue.read"}) {
@@ -77,7 +67,7 @@ func TestSearchConfigLoads(t *testing.T) {
 	if !cfg.Packs["search"] {
 		t.Errorf("packs = %v", cfg.Packs)
 	}
-	byName := map[string]config.Plugin{}
+	byName := map[string]pluginConfig{}
 	for _, p := range cfg.Plugins {
 		byName[p.Name] = p
 	}
@@ -119,28 +109,47 @@ func TestParseSearchFlags(t *testing.T) {
 	}
 }
 
+// floorOutput is what the floor's test binary prints for one run.
+const floorOutput = `goos: linux
+goarch: amd64
+pkg: github.com/capgate/capgate/plugins/search/internal/index
+cpu: Intel(R) Xeon(R) Processor
+BenchmarkFloor/goroutines=64-2         	    2000	   5000000 ns/op	        19.00 cpu-s	    100000 docs	         0 empty	         0 errors	    310500 p50-µs	    900000 p99-µs	       200.0 req/s	        10.00 s
+PASS
+`
+
 func TestParseFloor(t *testing.T) {
-	out := []byte(`{"documents":100000,"concurrency":64,"requests":2000,"seconds":10,"rps":200,"p50_us":310500,"p99_us":900000,"cpu_seconds":19,"errors":0,"empty":0}` + "\n")
-	r, err := parseFloor(out, 3*time.Second, 15*time.Second)
+	r, err := parseFloor([]byte(floorOutput), 64, 3*time.Second, 15*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.rps != 200 || r.p50 != 310500*time.Microsecond || r.p99 != 900*time.Millisecond || !r.valid() {
+	if r.requests != 2000 || r.rps != 200 || r.p50 != 310500*time.Microsecond || r.p99 != 900*time.Millisecond || !r.valid() {
 		t.Errorf("result %+v", r)
 	}
 	if r.cpu.server != 1.9 || r.cpu.others != 0.2 {
 		t.Errorf("cpu %+v", r.cpu)
 	}
-	r, err = parseFloor([]byte(`{"requests":10,"seconds":1,"rps":10,"errors":1,"empty":2,"first_error":"boom"}`), -time.Second, time.Second)
+	bad := strings.NewReplacer("0 empty", "2 empty", "0 errors", "1 errors").Replace(floorOutput)
+	r, err = parseFloor([]byte(bad), 64, -time.Second, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.valid() || r.bad != 3 || r.cpu.others != 0 {
 		t.Errorf("a run with errors: %+v", r)
 	}
-	for _, bad := range []string{"", "not json", `{"requests":1}`} {
-		if _, err := parseFloor([]byte(bad), 0, time.Second); err == nil {
-			t.Errorf("%q parsed", bad)
+	for name, out := range map[string]string{
+		"empty":              "",
+		"another goroutines": floorOutput,
+		"failed":             "--- FAIL: BenchmarkFloor\nFAIL\n",
+		"no req/s":           strings.Replace(floorOutput, "req/s", "x/s", 1),
+		"odd fields":         strings.Replace(floorOutput, " 0 errors", "", 1) + "BenchmarkFloor/goroutines=64-2 1 2\n",
+	} {
+		g := 64
+		if name == "another goroutines" {
+			g = 1
+		}
+		if _, err := parseFloor([]byte(out), g, 0, time.Second); err == nil {
+			t.Errorf("%s: parsed", name)
 		}
 	}
 }
@@ -384,5 +393,35 @@ func TestLoadRotatesBodies(t *testing.T) {
 	}
 	if len(seen) != len(bodies) {
 		t.Errorf("%d distinct bodies sent, want %d", len(seen), len(bodies))
+	}
+}
+
+// The floor's test binary, on an index of its own making, writes the hits
+// of every query and measures a run the bench can read.
+func TestFloorBinary(t *testing.T) {
+	bin := buildBinaries(t, searchFloorBin)
+	dir := t.TempDir()
+	qf := filepath.Join(dir, "queries")
+	queries := []string{"whiteboard", "tennis court", "premium annual"}
+	if err := os.WriteFile(qf, []byte(strings.Join(queries, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fl := &floorRun{bin: filepath.Join(bin, searchFloorBin), queries: qf, concurrency: 2, duration: time.Second, hits: filepath.Join(dir, "hits")}
+	ctx := context.Background()
+	hits, err := fl.check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queries {
+		if len(hits[q]) == 0 || len(hits[q]) > searchLimit {
+			t.Errorf("%q: %d hits", q, len(hits[q]))
+		}
+	}
+	r, err := fl.run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.valid() || r.requests == 0 || r.rps <= 0 || r.p50 <= 0 || r.p99 < r.p50 || r.cpu.server <= 0 {
+		t.Errorf("result %+v: %s", r, r.problem())
 	}
 }

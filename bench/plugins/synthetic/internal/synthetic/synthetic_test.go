@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/capgate/capgate/plugins/synthetic/internal/synthetic"
+	"github.com/capgate/capgate/bench/plugins/synthetic/internal/synthetic"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
