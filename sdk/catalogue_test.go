@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/capgate/capgate/internal/sdkserver"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
@@ -130,7 +131,7 @@ func TestDocumentsPaging(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := c.Documents(ctx, "shelf.book", tc.after, tc.limit)
+			docs, more, err := c.Documents(ctx, "shelf.book", tc.after, tc.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,12 +145,12 @@ func TestDocumentsPaging(t *testing.T) {
 				}
 			}
 			var got []string
-			for _, d := range resp.Documents {
-				got = append(got, d.Id)
+			for _, d := range docs {
+				got = append(got, d.ID)
 			}
-			if !slices.Equal(got, want) || resp.More != tc.more {
+			if !slices.Equal(got, want) || more != tc.more {
 				t.Fatalf("page of %d (%s..), more %v; want %d (%v..%v), more %v",
-					len(got), first(got), resp.More, len(want), first(want), last(want), tc.more)
+					len(got), first(got), more, len(want), first(want), last(want), tc.more)
 			}
 		})
 	}
@@ -161,18 +162,18 @@ func TestDocumentsPaging(t *testing.T) {
 		if pages > shelfSize {
 			t.Fatal("paging does not end")
 		}
-		resp, err := c.Documents(ctx, "shelf.book", after, 400)
+		docs, more, err := c.Documents(ctx, "shelf.book", after, 400)
 		<-s.limits
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range resp.Documents {
-			seen = append(seen, d.Id)
+		for _, d := range docs {
+			seen = append(seen, d.ID)
 		}
-		if !resp.More {
+		if !more {
 			break
 		}
-		after = resp.Documents[len(resp.Documents)-1].Id
+		after = docs[len(docs)-1].ID
 	}
 	if !slices.Equal(seen, s.ids) {
 		t.Errorf("walking the pages saw %d documents; want each of the %d once, in order", len(seen), len(s.ids))
@@ -196,12 +197,12 @@ func last(xs []string) string {
 func TestDocumentsCarryTheirText(t *testing.T) {
 	p, _ := newShelf()
 	c := sdktest.Start(t, p, nil)
-	resp, err := c.Documents(context.Background(), "shelf.book", "", 1)
-	if err != nil || len(resp.Documents) != 1 {
-		t.Fatalf("documents = %v, %v", resp, err)
+	docs, _, err := c.Documents(context.Background(), "shelf.book", "", 1)
+	if err != nil || len(docs) != 1 {
+		t.Fatalf("documents = %v, %v", docs, err)
 	}
-	d := resp.Documents[0]
-	if d.Id != "b0001" || d.Title != "Book b0001" || d.Body != "the text of b0001" || d.Fields["shelf"] != "A" || len(d.Fields) != 1 {
+	d := docs[0]
+	if d.ID != "b0001" || d.Title != "Book b0001" || d.Body != "the text of b0001" || d.Fields["shelf"] != "A" || len(d.Fields) != 1 {
 		t.Errorf("document = %v", d)
 	}
 }
@@ -220,17 +221,17 @@ func TestDocumentsByID(t *testing.T) {
 		{"none exist", []string{"nope"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := c.DocumentsByID(ctx, "shelf.book", tc.ids...)
+			docs, err := c.DocumentsByID(ctx, "shelf.book", tc.ids...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, d := range resp.Documents {
-				got = append(got, d.Id)
+			for _, d := range docs {
+				got = append(got, d.ID)
 			}
 			slices.Sort(got) // Get may answer in any order
-			if !slices.Equal(got, tc.want) || resp.More {
-				t.Errorf("documents %v, more %v; want %v", got, resp.More, tc.want)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("documents %v; want %v", got, tc.want)
 			}
 		})
 	}
@@ -247,13 +248,13 @@ func TestRecord(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		id   string
-		want string             // the record, for a success
-		code codes.Code         // the gRPC error code, for an internal failure
-		tool *sdktest.ToolError // the tool error, for a NotFound
+		want string     // the record, for a success
+		code codes.Code // the gRPC error code, for an internal failure
+		tool *sdk.Error // the tool error, for a NotFound
 	}{
 		{id: "b0042", want: `{"id":"b0042","pages":300,"title":"Book b0042"}`},
 		{id: "raw", want: `{"raw":true}`},
-		{id: "b9999", tool: &sdktest.ToolError{Code: capgatev1.ToolError_CODE_NOT_FOUND, Message: `no book "b9999"`}},
+		{id: "b9999", tool: &sdk.Error{Code: sdk.CodeNotFound, Message: `no book "b9999"`}},
 		{id: "scalar", code: codes.Internal},
 		{id: "array", code: codes.Internal},
 		{id: "null", code: codes.Internal},
@@ -262,30 +263,32 @@ func TestRecord(t *testing.T) {
 		{id: "boom", code: codes.Internal},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
-			rec, te, err := c.Record(ctx, "shelf.book", tc.id)
+			rec, err := c.Record(ctx, "shelf.book", tc.id)
+			var te *sdk.Error
+			errors.As(err, &te)
 			switch {
 			case tc.want != "":
-				if err != nil || te != nil || string(rec) != tc.want {
-					t.Fatalf("record = %s, %v, %v; want %s", rec, te, err, tc.want)
+				if err != nil || string(rec) != tc.want {
+					t.Fatalf("record = %s, %v; want %s", rec, err, tc.want)
 				}
 				var obj map[string]any
 				if err := json.Unmarshal(rec, &obj); err != nil {
 					t.Fatalf("record %s is not a JSON object: %v", rec, err)
 				}
 			case tc.tool != nil:
-				if err != nil || te == nil || *te != *tc.tool {
-					t.Fatalf("record = %s, %v, %v; want tool error %v", rec, te, err, tc.tool)
+				if te == nil || *te != *tc.tool {
+					t.Fatalf("record = %s, %v; want tool error %v", rec, err, tc.tool)
 				}
 			default:
 				if te != nil || status.Code(err) != tc.code {
-					t.Fatalf("record = %s, %v, %v; want %v", rec, te, err, tc.code)
+					t.Fatalf("record = %s, %v; want %v", rec, err, tc.code)
 				}
 			}
 		})
 	}
 	// The plugin survived the panic.
-	if rec, te, err := c.Record(ctx, "shelf.book", "b0001"); err != nil || te != nil || len(rec) == 0 {
-		t.Errorf("after a panic: %s, %v, %v", rec, te, err)
+	if rec, err := c.Record(ctx, "shelf.book", "b0001"); err != nil || len(rec) == 0 {
+		t.Errorf("after a panic: %s, %v", rec, err)
 	}
 }
 
@@ -298,12 +301,12 @@ func TestCatalogueFailures(t *testing.T) {
 		call func() error
 		code codes.Code
 	}{
-		{"documents of an unknown entity", func() error { _, err := c.Documents(ctx, "shelf.nope", "", 0); return err }, codes.NotFound},
+		{"documents of an unknown entity", func() error { _, _, err := c.Documents(ctx, "shelf.nope", "", 0); return err }, codes.NotFound},
 		{"documents by id of an unknown entity", func() error { _, err := c.DocumentsByID(ctx, "shelf.nope", "b0001"); return err }, codes.NotFound},
-		{"record of an unknown entity", func() error { _, _, err := c.Record(ctx, "shelf.nope", "b0001"); return err }, codes.NotFound},
-		{"panicking List", func() error { _, err := c.Documents(ctx, "shelf.broken", "", 0); return err }, codes.Internal},
+		{"record of an unknown entity", func() error { _, err := c.Record(ctx, "shelf.nope", "b0001"); return err }, codes.NotFound},
+		{"panicking List", func() error { _, _, err := c.Documents(ctx, "shelf.broken", "", 0); return err }, codes.Internal},
 		{"failing Get", func() error { _, err := c.DocumentsByID(ctx, "shelf.broken", "x"); return err }, codes.Internal},
-		{"panicking Record", func() error { _, _, err := c.Record(ctx, "shelf.broken", "x"); return err }, codes.Internal},
+		{"panicking Record", func() error { _, err := c.Record(ctx, "shelf.broken", "x"); return err }, codes.Internal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.call(); status.Code(err) != tc.code {
@@ -312,8 +315,8 @@ func TestCatalogueFailures(t *testing.T) {
 		})
 	}
 	// The plugin survived the panics.
-	if resp, err := c.DocumentsByID(ctx, "shelf.book", "b0001"); err != nil || len(resp.Documents) != 1 {
-		t.Errorf("after the panics: %v, %v", resp, err)
+	if docs, err := c.DocumentsByID(ctx, "shelf.book", "b0001"); err != nil || len(docs) != 1 {
+		t.Errorf("after the panics: %v, %v", docs, err)
 	}
 }
 
@@ -323,7 +326,7 @@ func TestCallsBeforeConfigure(t *testing.T) {
 	p, _ := newShelf()
 	started := false
 	p.OnStart(func(context.Context, sdk.Env, sdk.Start) error { started = true; return nil })
-	srv := sdk.NewServer(p)
+	srv := sdkserver.NewServer(p)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string

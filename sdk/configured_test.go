@@ -2,15 +2,23 @@ package sdk_test
 
 import (
 	"context"
+	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/sdktest"
 )
 
-// counter is a service a plugin would build in OnConfigure.
-type counter struct{ base int }
+// counter is a service a plugin builds when the host configures it.
+type counter struct {
+	base int
+	docs []string
+}
+
+type counterConfig struct {
+	Base int `json:"base"`
+}
 
 type addIn struct {
 	N int `json:"n"`
@@ -24,121 +32,119 @@ func (c *counter) Add(_ context.Context, _ sdk.Call, in addIn) (addOut, error) {
 	return addOut{Sum: c.base + in.N}, nil
 }
 
-func (c *counter) Owner(_ context.Context, in addIn) (string, error) {
+func (c *counter) Owner(_ context.Context, call sdk.Call, in addIn) (string, error) {
 	if in.N < 0 {
 		return "", sdk.NotFound("no item %d", in.N)
 	}
 	return "user-1", nil
 }
 
-func (c *counter) Page(_ context.Context, after string, limit int) ([]sdk.Document, error) {
-	return []sdk.Document{{ID: after + "x", Title: strings.Repeat("t", limit)}}, nil
-}
-
-func TestConfigured(t *testing.T) {
-	ctx := context.Background()
-	// calls runs every kind of adapter on svc and reports each result.
-	calls := func(svc *sdk.Configured[counter]) map[string]func() (string, error) {
-		handler := sdk.Handler(svc, (*counter).Add)
-		owner := sdk.Bind(svc, (*counter).Owner)
-		list := sdk.Bind2(svc, (*counter).Page)
-		return map[string]func() (string, error){
-			"Handler": func() (string, error) {
-				out, err := handler(ctx, sdk.Call{}, addIn{N: 2})
-				return strings.Repeat("+", out.Sum), err
-			},
-			"Bind": func() (string, error) { return owner(ctx, addIn{N: 1}) },
-			"Bind2": func() (string, error) {
-				docs, err := list(ctx, "a", 2)
-				if len(docs) == 0 {
-					return "", err
-				}
-				return docs[0].ID + docs[0].Title, err
-			},
-			"Get": func() (string, error) {
-				c, err := svc.Get()
-				if c == nil {
-					return "", err
-				}
-				return "got", err
-			},
+// counter is an EntitySource too.
+func (c *counter) Documents(_ context.Context, after string, limit int) ([]sdk.Document, error) {
+	var out []sdk.Document
+	for _, id := range c.docs {
+		if id > after && len(out) < limit {
+			out = append(out, sdk.Document{ID: id, Title: "doc " + id})
 		}
 	}
-	tests := []struct {
-		name    string
-		plugin  string
-		set     bool // call Set(with)
-		with    *counter
-		want    map[string]string // adapter → result; nil means every call fails
-		wantErr string
-	}{
-		{name: "before Set names the plugin", plugin: "shop", wantErr: "shop plugin is not configured"},
-		{name: "zero value before Set", wantErr: "plugin is not configured"},
-		{name: "Set nil is not configured", plugin: "shop", set: true, wantErr: "shop plugin is not configured"},
-		{
-			name: "after Set runs the method", plugin: "shop", set: true, with: &counter{base: 1},
-			want: map[string]string{"Handler": "+++", "Bind": "user-1", "Bind2": "axtt", "Get": "got"},
-		},
+	return out, nil
+}
+
+func (c *counter) DocumentsByID(ctx context.Context, ids []string) ([]sdk.Document, error) {
+	return nil, nil
+}
+
+func (c *counter) Record(_ context.Context, id string) (any, error) {
+	return map[string]any{"id": id, "base": c.base}, nil
+}
+
+// newCounter declares a plugin whose every function runs on the service
+// Configure builds.
+func newCounter(build func(cfg counterConfig) (*counter, error)) (*sdk.Plugin, *sdk.Configured[counter]) {
+	p := sdk.New("counter", "1")
+	svc := sdk.Configure(p, func(_ context.Context, _ sdk.Env, cfg counterConfig) (*counter, error) {
+		return build(cfg)
+	})
+	sdk.Add(p, sdk.Tool[addIn, addOut]{
+		Name: "counter.add", Kind: sdk.Read,
+		Handler: sdk.Method(svc, (*counter).Add),
+		Owner:   sdk.Method(svc, (*counter).Owner),
+	})
+	p.ProvideEntity(sdk.Entity{Name: "counter.doc", Source: svc})
+	return p, svc
+}
+
+func TestConfigure(t *testing.T) {
+	p, _ := newCounter(func(cfg counterConfig) (*counter, error) {
+		return &counter{base: cfg.Base, docs: []string{"a", "b", "c"}}, nil
+	})
+	c := sdktest.Start(t, p, map[string]int{"base": 40})
+	user := sdk.Principal{Role: "r", Scope: sdk.ScopeRead, UserID: "user-1"}
+	if got := sdktest.Call[addOut](t, c, "counter.add", user, addIn{N: 2}); got.Sum != 42 {
+		t.Errorf("counter.add = %+v; want the configured base in the sum", got)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			svc := &sdk.Configured[counter]{Plugin: tt.plugin}
-			if tt.set {
-				svc.Set(tt.with)
-			}
-			for name, call := range calls(svc) {
-				got, err := call()
-				if tt.want == nil {
-					if err == nil || err.Error() != tt.wantErr {
-						t.Errorf("%s: error %v, want %q", name, err, tt.wantErr)
-					}
-					if got != "" {
-						t.Errorf("%s: result %q with the error, want the zero value", name, got)
-					}
-					continue
-				}
-				if err != nil || got != tt.want[name] {
-					t.Errorf("%s = %q, %v; want %q, nil", name, got, err, tt.want[name])
-				}
+	// Owner runs on the same service: another user is refused.
+	other := sdk.Principal{Role: "r", Scope: sdk.ScopeRead, UserID: "user-2"}
+	if _, err := c.Invoke(context.Background(), "counter.add", other, addIn{N: 2}); sdk.RefusedAt(err) != sdk.StepOwnership {
+		t.Errorf("another user: %v; want an ownership refusal", err)
+	}
+	docs, more, err := c.Documents(context.Background(), "counter.doc", "a", 10)
+	if err != nil || more || len(docs) != 2 || docs[0].ID != "b" {
+		t.Errorf("documents through the Configured = %v, %v, %v", docs, more, err)
+	}
+	rec, err := c.Record(context.Background(), "counter.doc", "x")
+	if err != nil || string(rec) != `{"base":40,"id":"x"}` {
+		t.Errorf("record through the Configured = %s, %v", rec, err)
+	}
+}
+
+func TestConfigureFailures(t *testing.T) {
+	ok := func(cfg counterConfig) (*counter, error) { return &counter{}, nil }
+	for _, tc := range []struct {
+		name   string
+		build  func(counterConfig) (*counter, error)
+		config any
+		want   string
+	}{
+		{"an unknown key is named", ok, map[string]int{"bse": 1}, `unknown field "bse"`},
+		{"a wrong type", ok, map[string]string{"base": "one"}, "cannot unmarshal"},
+		{"the build's error", func(counterConfig) (*counter, error) { return nil, errors.New("disk full") }, nil, "disk full"},
+		{"no service built", func(counterConfig) (*counter, error) { return nil, nil }, nil, "built no service"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := newCounter(tc.build)
+			_, err := sdktest.StartErr(t, p, tc.config)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start = %v; want an error with %q", err, tc.want)
 			}
 		})
 	}
 }
 
-// The method's own error reaches the caller unchanged.
-func TestConfiguredMethodError(t *testing.T) {
-	svc := &sdk.Configured[counter]{Plugin: "shop"}
-	svc.Set(&counter{})
-	_, err := sdk.Bind(svc, (*counter).Owner)(context.Background(), addIn{N: -1})
-	if !sdk.IsNotFound(err) {
-		t.Fatalf("error %v, want the method's NotFound", err)
+// A plugin that reads no config refuses a block with keys: an operator's
+// typo or misplaced option fails start-up instead of passing in silence.
+func TestUnreadConfigRefused(t *testing.T) {
+	p := sdk.New("quiet", "1")
+	sdk.Add(p, sdk.Tool[addIn, addOut]{Name: "quiet.add", Kind: sdk.Read,
+		Handler: func(context.Context, sdk.Call, addIn) (addOut, error) { return addOut{}, nil }})
+	_, err := sdktest.StartErr(t, p, map[string]int{"zeta": 1, "alpha": 2})
+	if err == nil || !strings.Contains(err.Error(), "reads no config") || !strings.Contains(err.Error(), "alpha, zeta") {
+		t.Fatalf("start = %v; want the unread keys named", err)
+	}
+	if _, err := sdktest.StartErr(t, p, map[string]int{}); err != nil {
+		t.Fatalf("an empty block: %v", err)
 	}
 }
 
-// Set and Get from many goroutines at once (run with -race): every Get
-// sees nothing or a complete service, never a torn one.
-func TestConfiguredConcurrent(t *testing.T) {
-	var svc sdk.Configured[counter]
-	handler := sdk.Handler(&svc, (*counter).Add)
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			svc.Set(&counter{base: i})
-		}()
-		go func() {
-			defer wg.Done()
-			for range 100 {
-				out, err := handler(context.Background(), sdk.Call{}, addIn{N: 100})
-				if err == nil && (out.Sum < 100 || out.Sum > 107) {
-					t.Errorf("sum %d from a torn service", out.Sum)
-				}
-			}
-		}()
+// Before the host configures the plugin, a bound method fails with an
+// error naming the plugin instead of dereferencing nil.
+func TestMethodBeforeConfigure(t *testing.T) {
+	_, svc := newCounter(func(counterConfig) (*counter, error) { return &counter{}, nil })
+	_, err := sdk.Method(svc, (*counter).Add)(context.Background(), sdk.Call{}, addIn{N: 1})
+	if err == nil || err.Error() != "counter plugin is not configured" {
+		t.Fatalf("err = %v", err)
 	}
-	wg.Wait()
-	if _, err := svc.Get(); err != nil {
-		t.Fatalf("after Set: %v", err)
+	if _, err := svc.Documents(context.Background(), "", 1); err == nil {
+		t.Fatal("Documents before configure succeeded")
 	}
 }

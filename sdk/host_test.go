@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/capgate/capgate/internal/sdkserver"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
@@ -40,6 +41,7 @@ func newLifecycle(startErr error) (*sdk.Plugin, *lifecycle) {
 	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
 		l.step("configure")
 		l.confEnv = env
+		_ = env.ConfigJSON() // read, as a plugin with options would
 		return nil
 	})
 	p.OnStart(func(ctx context.Context, env sdk.Env, s sdk.Start) error {
@@ -59,7 +61,7 @@ func newLifecycle(startErr error) (*sdk.Plugin, *lifecycle) {
 }
 
 func sameEnv(a, b sdk.Env) bool {
-	return a.DataDir == b.DataDir && string(a.Config) == string(b.Config) && a.HostVersion == b.HostVersion &&
+	return a.DataDir == b.DataDir && string(a.ConfigJSON()) == string(b.ConfigJSON()) && a.HostVersion == b.HostVersion &&
 		a.MaxResults == b.MaxResults && a.Logger == b.Logger
 }
 
@@ -69,7 +71,7 @@ func TestOnStartDirect(t *testing.T) {
 	for _, rebuild := range []bool{false, true} {
 		t.Run(fmt.Sprint("rebuild=", rebuild), func(t *testing.T) {
 			p, l := newLifecycle(nil)
-			srv := sdk.NewServer(p)
+			srv := sdkserver.NewServer(p)
 			ctx := context.Background()
 			dir := t.TempDir()
 			_, err := srv.Configure(ctx, &capgatev1.ConfigureRequest{
@@ -107,7 +109,7 @@ func TestOnStartDirect(t *testing.T) {
 // changes nothing; the Start after Configure runs OnStart.
 func TestStartBeforeConfigure(t *testing.T) {
 	p, l := newLifecycle(nil)
-	srv := sdk.NewServer(p)
+	srv := sdkserver.NewServer(p)
 	ctx := context.Background()
 	if _, err := srv.Start(ctx, &capgatev1.StartRequest{}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("Start before Configure: err %v; want FailedPrecondition", err)
@@ -137,7 +139,7 @@ func TestLifecycle(t *testing.T) {
 			if err := h.Start(context.Background(), rebuild); err != nil {
 				t.Fatal(err)
 			}
-			sdktest.Call[noteOut](t, c, "life.call", sdk.Principal{}, noteIn{ID: "a"})
+			sdktest.Call[noteOut](t, c, "life.call", sdk.Principal{Role: "r", Scope: sdk.ScopeRead}, noteIn{ID: "a"})
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if want := []string{"configure", "start", "call"}; !slices.Equal(l.steps, want) {
@@ -146,7 +148,7 @@ func TestLifecycle(t *testing.T) {
 			if len(l.starts) != 1 || l.starts[0].Rebuild != rebuild {
 				t.Errorf("starts %+v; want one with Rebuild %v", l.starts, rebuild)
 			}
-			if !sameEnv(l.confEnv, l.startEnv) || string(l.startEnv.Config) != `{"x":1}` {
+			if !sameEnv(l.confEnv, l.startEnv) || string(l.startEnv.ConfigJSON()) != `{"x":1}` {
 				t.Errorf("OnStart env %+v; want OnConfigure's %+v", l.startEnv, l.confEnv)
 			}
 			if l.startEnv.MaxResults != sdk.DefaultMaxResults || sdk.DefaultMaxResults != 20 {
@@ -165,7 +167,7 @@ func TestMaxResultsDefault(t *testing.T) {
 		want  int
 	}{{0, 20}, {1, 1}, {7, 7}, {500, 500}} {
 		p, l := newLifecycle(nil)
-		if _, err := sdk.NewServer(p).Configure(context.Background(), &capgatev1.ConfigureRequest{MaxResults: tc.given}); err != nil {
+		if _, err := sdkserver.NewServer(p).Configure(context.Background(), &capgatev1.ConfigureRequest{MaxResults: tc.given}); err != nil {
 			t.Fatal(err)
 		}
 		if l.confEnv.MaxResults != tc.want {
@@ -193,7 +195,7 @@ func TestEnvWithoutHost(t *testing.T) {
 	// The zero Env, and the Env of a plugin configured without host
 	// services, reach no host.
 	p, l := newLifecycle(nil)
-	if _, err := sdk.NewServer(p).Configure(ctx, &capgatev1.ConfigureRequest{}); err != nil {
+	if _, err := sdkserver.NewServer(p).Configure(ctx, &capgatev1.ConfigureRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	for name, env := range map[string]sdk.Env{"zero": {}, "configured without host": l.confEnv} {
@@ -229,30 +231,32 @@ func newLibrary(env *sdk.Env) *sdk.Plugin {
 	})
 	p.ProvideEntity(sdk.Entity{
 		Name: "library.book", Description: "a book to borrow", Version: "7",
-		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
-			var out []sdk.Document
-			for _, id := range []string{"b1", "b2", "b3"} {
-				if id > after && len(out) < limit {
-					out = append(out, doc(id))
+		Source: sdk.EntityFuncs{
+			List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+				var out []sdk.Document
+				for _, id := range []string{"b1", "b2", "b3"} {
+					if id > after && len(out) < limit {
+						out = append(out, doc(id))
+					}
 				}
-			}
-			return out, nil
-		},
-		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
-			var out []sdk.Document
-			for _, id := range ids {
-				if _, ok := books[id]; ok {
-					out = append(out, doc(id))
+				return out, nil
+			},
+			Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
+				var out []sdk.Document
+				for _, id := range ids {
+					if _, ok := books[id]; ok {
+						out = append(out, doc(id))
+					}
 				}
-			}
-			return out, nil
-		},
-		Record: func(ctx context.Context, id string) (any, error) {
-			title, ok := books[id]
-			if !ok {
-				return nil, sdk.NotFound("no book %q", id)
-			}
-			return map[string]string{"id": id, "title": title}, nil
+				return out, nil
+			},
+			GetRecord: func(ctx context.Context, id string) (any, error) {
+				title, ok := books[id]
+				if !ok {
+					return nil, sdk.NotFound("no book %q", id)
+				}
+				return map[string]string{"id": id, "title": title}, nil
+			},
 		},
 	})
 	return p

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
@@ -62,7 +59,11 @@ func newNotes(configured *pluginConfig) *sdk.Plugin {
 			n.Text += " " + call.Principal.UserID
 			return n, nil
 		},
-		Owner: func(ctx context.Context, in noteIn) (string, error) {
+		Owner: func(ctx context.Context, _ sdk.Call, in noteIn) (string, error) {
+			switch in.ID {
+			case "boom", "fail", "conflict", "bad": // alice's, failing in the handler
+				return "alice", nil
+			}
 			n, ok := notes[in.ID]
 			if !ok {
 				return "", sdk.NotFound("no note %q", in.ID)
@@ -124,52 +125,60 @@ func TestInvoke(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		id   string
-		code capgatev1.ToolError_Code
+		code sdk.ErrorCode
 	}{
-		{"missing", capgatev1.ToolError_CODE_NOT_FOUND},
-		{"bad", capgatev1.ToolError_CODE_INVALID_INPUT},
-		{"conflict", capgatev1.ToolError_CODE_CONFLICT},
+		{"missing", sdk.CodeNotFound},
+		{"bad", sdk.CodeInvalidInput},
+		{"conflict", sdk.CodeConflict},
 	} {
-		_, te, err := c.Invoke(ctx, "notes.get", alice, noteIn{ID: tc.id})
-		if err != nil || te == nil || te.Code != tc.code {
-			t.Errorf("id %q: tool error %v, err %v; want code %v", tc.id, te, err, tc.code)
+		_, err := c.Invoke(ctx, "notes.get", alice, noteIn{ID: tc.id})
+		if sdk.CodeOf(err) != tc.code {
+			t.Errorf("id %q: err %v; want code %v", tc.id, err, tc.code)
 		}
 	}
-	// Internal failures and panics are gRPC errors, and the plugin survives.
+	// Internal failures and panics are no *sdk.Error: the agent learns
+	// only that the call failed, and the plugin survives.
 	for _, id := range []string{"fail", "boom"} {
-		_, te, err := c.Invoke(ctx, "notes.get", alice, noteIn{ID: id})
-		if te != nil || status.Code(err) != codes.Internal {
-			t.Errorf("id %q: tool error %v, err %v; want codes.Internal", id, te, err)
+		_, err := c.Invoke(ctx, "notes.get", alice, noteIn{ID: id})
+		if err == nil || sdk.CodeOf(err) != 0 || sdk.IsRefused(err) || !strings.Contains(err.Error(), "notes.get failed") {
+			t.Errorf("id %q: err %v; want an internal failure", id, err)
 		}
 	}
-	// Arguments that do not decode into In are the caller's fault.
-	_, te, err := c.Invoke(ctx, "notes.get", alice, json.RawMessage(`{"id": 7}`))
-	if err != nil || te == nil || te.Code != capgatev1.ToolError_CODE_INVALID_INPUT {
-		t.Errorf("wrong-typed args: tool error %v, err %v", te, err)
+	// Arguments that break the input schema are refused by the gate before
+	// the plugin sees them.
+	_, err := c.Invoke(ctx, "notes.get", alice, json.RawMessage(`{"id": 7}`))
+	if !sdk.IsInvalidInput(err) || !strings.Contains(err.Error(), "invalid arguments for notes.get") {
+		t.Errorf("wrong-typed args: err %v", err)
 	}
-	_, _, err = c.Invoke(ctx, "notes.nope", alice, nil)
-	if status.Code(err) != codes.NotFound {
-		t.Errorf("unknown capability: err %v, want NotFound", err)
+	_, err = c.Invoke(ctx, "notes.nope", alice, nil)
+	if !errors.Is(err, sdk.ErrUnknownCapability) {
+		t.Errorf("unknown capability: err %v, want sdk.ErrUnknownCapability", err)
 	}
 	if got := sdktest.Call[noteOut](t, c, "notes.get", alice, noteIn{ID: "n1"}); got.ID != "n1" {
 		t.Errorf("plugin did not survive a panic: %+v", got)
 	}
 }
 
-func TestResolveOwner(t *testing.T) {
+// TestOwnership: Owner decides the gate's ownership step in the same call,
+// before the handler runs.
+func TestOwnership(t *testing.T) {
 	c := sdktest.Start(t, newNotes(&pluginConfig{}), nil)
 	ctx := context.Background()
-	owner, te, err := c.ResolveOwner(ctx, "notes.get", noteIn{ID: "n1"})
-	if owner != "alice" || te != nil || err != nil {
-		t.Errorf("owner of n1 = %q, %v, %v", owner, te, err)
+	bob := sdk.Principal{Role: "customer", Scope: sdk.ScopeRead, UserID: "bob"}
+	_, err := c.Invoke(ctx, "notes.get", bob, noteIn{ID: "n1"})
+	if sdk.RefusedAt(err) != sdk.StepOwnership {
+		t.Errorf("bob reading alice's note: err %v, want an ownership refusal", err)
 	}
-	_, te, err = c.ResolveOwner(ctx, "notes.get", noteIn{ID: "zz"})
-	if err != nil || te == nil || te.Code != capgatev1.ToolError_CODE_NOT_FOUND {
-		t.Errorf("owner of missing = %v, %v", te, err)
+	// A handler that would run for bob says so in Text: it must not have.
+	if _, err := c.Invoke(ctx, "notes.get", sdk.Principal{Role: "customer", Scope: sdk.ScopeRead}, noteIn{ID: "n1"}); sdk.RefusedAt(err) != sdk.StepOwnership {
+		t.Errorf("a caller bound to no user: err %v, want an ownership refusal", err)
 	}
-	_, _, err = c.ResolveOwner(ctx, "notes.delete", noteIn{ID: "n1"})
-	if status.Code(err) != codes.FailedPrecondition {
-		t.Errorf("owner of unguarded capability: err %v", err)
+	if _, err := c.Invoke(ctx, "notes.get", bob, noteIn{ID: "zz"}); !sdk.IsNotFound(err) {
+		t.Errorf("a missing note: err %v, want NotFound", err)
+	}
+	admin := sdk.Principal{Role: "ops", Scope: sdk.ScopeAdmin, UserID: "ops"}
+	if got := sdktest.Call[noteOut](t, c, "notes.get", admin, noteIn{ID: "n1"}); got.Text != "hi ops" {
+		t.Errorf("admin reading alice's note = %+v", got)
 	}
 }
 
@@ -184,9 +193,11 @@ func TestConfigureErrors(t *testing.T) {
 func entity(name, description, version string) sdk.Entity {
 	return sdk.Entity{
 		Name: name, Description: description, Version: version,
-		List:   func(context.Context, string, int) ([]sdk.Document, error) { return nil, nil },
-		Get:    func(context.Context, []string) ([]sdk.Document, error) { return nil, nil },
-		Record: func(_ context.Context, id string) (any, error) { return nil, sdk.NotFound("no %s", id) },
+		Source: sdk.EntityFuncs{
+			List:      func(context.Context, string, int) ([]sdk.Document, error) { return nil, nil },
+			Get:       func(context.Context, []string) ([]sdk.Document, error) { return nil, nil },
+			GetRecord: func(_ context.Context, id string) (any, error) { return nil, sdk.NotFound("no %s", id) },
+		},
 	}
 }
 
@@ -238,9 +249,21 @@ func TestProvideEntityPanicsOnBadDeclarations(t *testing.T) {
 			p.ProvideEntity(entity("notes.note", "x", "1"))
 			p.ProvideEntity(entity("notes.note", "y", "2"))
 		},
-		"no List":   without(func(e *sdk.Entity) { e.List = nil }),
-		"no Get":    without(func(e *sdk.Entity) { e.Get = nil }),
-		"no Record": without(func(e *sdk.Entity) { e.Record = nil }),
+		"no Source": without(func(e *sdk.Entity) { e.Source = nil }),
+		"no List": without(func(e *sdk.Entity) {
+			f := e.Source.(sdk.EntityFuncs)
+			f.List = nil
+			e.Source = f
+		}),
+		"no GetRecord": without(func(e *sdk.Entity) {
+			f := e.Source.(sdk.EntityFuncs)
+			f.GetRecord = nil
+			e.Source = f
+		}),
+		"a service that is no source": func(p *sdk.Plugin) {
+			p.ProvideEntity(sdk.Entity{Name: "notes.note", Source: sdk.Configure(p,
+				func(context.Context, sdk.Env, struct{}) (*noteOut, error) { return &noteOut{}, nil })})
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/capgate/capgate/internal/pluginwire"
+	"github.com/capgate/capgate/internal/sdkserver"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
-	"github.com/capgate/capgate/sdk/internal/serving"
 )
 
 // Serve runs the plugin until the host stops it, then runs the OnClose
@@ -84,12 +84,12 @@ type server struct {
 	workers workerPool // runs the calls of the Calls stream
 }
 
-// newServer returns the gRPC service of p, for Serve and (through package
-// serving) package sdktest.
+// newServer returns the gRPC service of p, for Serve and (through internal/sdkserver)
+// package sdktest.
 func newServer(p *Plugin) *server { return &server{p: p} }
 
 func init() {
-	serving.NewServer = func(p any) serving.Server { return newServer(p.(*Plugin)) }
+	sdkserver.NewServer = func(p any) sdkserver.Server { return newServer(p.(*Plugin)) }
 }
 
 // Close runs the plugin's OnClose functions once, as Serve does when the

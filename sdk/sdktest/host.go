@@ -3,7 +3,6 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -20,9 +19,9 @@ import (
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/pluginwire"
 	"github.com/capgate/capgate/internal/registry"
+	"github.com/capgate/capgate/internal/sdkserver"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
-	"github.com/capgate/capgate/sdk/internal/serving"
 )
 
 // Host is an in-process capgate host for plugins under test: it serves
@@ -115,7 +114,7 @@ func (h *Host) Add(p *sdk.Plugin, config any, dataDir string) (*Client, error) {
 	if dataDir == "" {
 		dataDir = h.t.TempDir()
 	}
-	srv := serving.NewServer(p)
+	srv := sdkserver.NewServer(p)
 	conn, _ := plugin.TestPluginGRPCConn(h.t, false, pluginwire.PluginSet(srv))
 	c := &Client{host: h, name: p.Name()}
 	// Closing the client asks the server to shut down, as the host does
@@ -397,7 +396,7 @@ func (s *hostService) Invoke(ctx context.Context, req *capgatev1.HostServiceInvo
 func (c *Client) Documents(ctx context.Context, entity, after string, limit int) ([]sdk.Document, bool, error) {
 	resp, err := c.rpc.Documents(ctx, &capgatev1.DocumentsRequest{Entity: entity, After: after, Limit: uint32(max(limit, 0))})
 	if err != nil {
-		return nil, false, errors.New(pluginwire.StatusMessage(err))
+		return nil, false, err
 	}
 	return documents(resp), resp.More, nil
 }
@@ -406,7 +405,7 @@ func (c *Client) Documents(ctx context.Context, entity, after string, limit int)
 func (c *Client) DocumentsByID(ctx context.Context, entity string, ids ...string) ([]sdk.Document, error) {
 	resp, err := c.rpc.Documents(ctx, &capgatev1.DocumentsRequest{Entity: entity, Ids: ids})
 	if err != nil {
-		return nil, errors.New(pluginwire.StatusMessage(err))
+		return nil, err
 	}
 	return documents(resp), nil
 }
@@ -424,7 +423,7 @@ func documents(resp *capgatev1.DocumentsResponse) []sdk.Document {
 func (c *Client) Record(ctx context.Context, entity, id string) (json.RawMessage, error) {
 	resp, err := c.rpc.Record(ctx, &capgatev1.RecordRequest{Entity: entity, Id: id})
 	if err != nil {
-		return nil, errors.New(pluginwire.StatusMessage(err))
+		return nil, err
 	}
 	if e := resp.GetError(); e != nil {
 		return nil, fromGate(entity, pluginwire.ToolError(e))

@@ -1,7 +1,7 @@
-// Package serving hands package sdktest the SDK's own plugin server,
-// without exporting it from package sdk: a test serves a plugin with
-// exactly the code sdk.Serve runs in production.
-package serving
+// Package sdkserver hands package sdktest, and the host's own tests, the
+// SDK's plugin server without exporting it from package sdk: a test serves
+// a plugin with exactly the code sdk.Serve runs in production.
+package sdkserver
 
 import "github.com/capgate/capgate/internal/pluginwire"
 
