@@ -25,6 +25,8 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # $(BIN)/capgate-plugin-<name> (the paths config/capgate.yaml names). Fixture
 # plugins live elsewhere: in bench/ and under testdata/.
 PLUGINS  := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
+# The main packages of the product: capgate and its plugins.
+PRODUCT  := ./host/cmd/capgate $(addprefix ./plugins/,$(PLUGINS))
 CONFIG   ?= config/capgate.yaml
 FUZZTIME ?= 15s
 # Extra flags for go test in `make test` (CI adds -json).
@@ -45,16 +47,20 @@ PROTOC_GEN_GRPC_VERSION := v1.6.2
 
 all: build
 
+# One go build for all of the product, so the compiler runs its packages in
+# parallel; it names each binary after its directory, and the plugins are
+# then renamed to what the host expects.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/capgate ./host/cmd/capgate
-	@for p in $(PLUGINS); do \
-		echo "$(GO) build -o $(BIN)/capgate-plugin-$$p ./plugins/$$p"; \
-		$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/capgate-plugin-$$p ./plugins/$$p || exit 1; \
-	done
+	@echo "==> Go modules: downloading what the build needs (only the first time, about 75 MB)"
+	@$(GO) list -deps $(PRODUCT) >/dev/null
+	@echo "==> building capgate and $(words $(PLUGINS)) plugins ($(PLUGINS)) into $(BIN)/ (the first build takes a few minutes; later ones seconds)"
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(PRODUCT)
+	@for p in $(PLUGINS); do mv -f $(BIN)/$$p $(BIN)/capgate-plugin-$$p; done
 
 run: build
 	@echo
+	@echo "==> serving $(CONFIG); Ctrl-C stops it"
 	@echo "capgate MCP endpoint: http://$${CAPGATE_LISTEN:-127.0.0.1:8080}/api/v1/mcp"
 	@echo "demo tokens (Authorization: Bearer <token>):"
 	@echo "  demo-alice    customer, scope action, user alice"
