@@ -23,6 +23,19 @@ func arraysNotNull(s *jsonschema.Schema, t reflect.Type, seen map[reflect.Type]b
 	for t.Kind() == reflect.Pointer {
 		t, nullable = t.Elem(), true
 	}
+	switch {
+	case t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType):
+		// It encodes itself (json.RawMessage, time.Time): what inference
+		// read from its Go shape is not what it writes.
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			*s = jsonschema.Schema{Description: s.Description}
+		}
+		return
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+		// encoding/json writes a []byte as a base64 string (null when nil).
+		*s = jsonschema.Schema{Description: s.Description, Types: []string{"null", "string"}, ContentEncoding: "base64"}
+		return
+	}
 	switch t.Kind() {
 	case reflect.Slice:
 		if !nullable && len(s.Types) == 2 && slices.Contains(s.Types, "null") && slices.Contains(s.Types, "array") {
