@@ -89,7 +89,7 @@ func ids(out eventspack.PollOut) string {
 
 func poll(t *testing.T, p *eventspack.Provider, pr dispatch.Principal, args string) (eventspack.PollOut, error) {
 	t.Helper()
-	raw, err := p.Invoke(context.Background(), pr, eventspack.Capability, json.RawMessage(args))
+	raw, err := p.Invoke(context.Background(), dispatch.Request{Principal: pr, Capability: eventspack.Capability, Args: json.RawMessage(args)})
 	if err != nil {
 		return eventspack.PollOut{}, err
 	}
@@ -193,11 +193,8 @@ func TestPollErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want InvalidInput %q", tc.args, err, tc.want)
 		}
 	}
-	if _, err := p.Invoke(context.Background(), owner, "events.other", nil); !errors.Is(err, dispatch.ErrUnknownCapability) {
+	if _, err := p.Invoke(context.Background(), dispatch.Request{Principal: owner, Capability: "events.other", Args: nil}); !errors.Is(err, dispatch.ErrUnknownCapability) {
 		t.Errorf("unknown capability: %v", err)
-	}
-	if _, err := p.ResolveOwner(context.Background(), eventspack.Capability, nil); err == nil {
-		t.Error("ResolveOwner: no error")
 	}
 	bus.Close()
 	if _, err := poll(t, p, owner, `{}`); !errors.Is(err, events.ErrClosed) {

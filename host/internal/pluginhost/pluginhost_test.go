@@ -127,21 +127,29 @@ func TestStartRegisterInvoke(t *testing.T) {
 
 	prov := h.Providers()["notes"]
 	ctx := context.Background()
-	res, err := prov.Invoke(ctx, dispatch.Principal{Role: "r", Scope: dispatch.ScopeRead, UserID: "alice"}, "notes.get", json.RawMessage(`{"id":"n1"}`))
+	res, err := prov.Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{Role: "r", Scope: dispatch.ScopeRead, UserID: "alice"}, Capability: "notes.get", Args: json.RawMessage(`{"id":"n1"}`)})
 	if err != nil || string(res) != `{"id":"n1","text":"note n1","by":"alice"}` {
 		t.Errorf("invoke = %s, %v", res, err)
 	}
-	_, err = prov.Invoke(ctx, dispatch.Principal{}, "notes.get", json.RawMessage(`{"id":"zz"}`))
+	_, err = prov.Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.get", Args: json.RawMessage(`{"id":"zz"}`)})
 	var te *dispatch.ToolError
 	if !errors.As(err, &te) || te.Code != dispatch.NotFound || te.Message != `no note "zz"` {
 		t.Errorf("invoke missing = %v", err)
 	}
-	owner, err := prov.ResolveOwner(ctx, "notes.get", json.RawMessage(`{"id":"n2"}`))
-	if err != nil || owner != "bob" {
-		t.Errorf("owner = %q, %v", owner, err)
+	// The ownership step travels with the call: the plugin refuses a
+	// caller who does not own the target, and answers its owner.
+	checked := func(user, id string) (json.RawMessage, error) {
+		return prov.Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{Role: "r", Scope: dispatch.ScopeRead, UserID: user},
+			Capability: "notes.get", Args: json.RawMessage(`{"id":"` + id + `"}`), CheckOwner: true})
 	}
-	_, err = prov.ResolveOwner(ctx, "notes.get", json.RawMessage(`{"id":"zz"}`))
-	if !errors.As(err, &te) || te.Code != dispatch.NotFound {
+	var refusal *dispatch.Refusal
+	if _, err := checked("alice", "n2"); !errors.As(err, &refusal) || refusal.Step != dispatch.StepOwnership || refusal.Capability != "notes.get" {
+		t.Errorf("alice reading bob's n2 = %v, want an ownership refusal", err)
+	}
+	if res, err := checked("bob", "n2"); err != nil || !strings.Contains(string(res), `"id":"n2"`) {
+		t.Errorf("bob reading his n2 = %s, %v", res, err)
+	}
+	if _, err := checked("bob", "zz"); !errors.As(err, &te) || te.Code != dispatch.NotFound {
 		t.Errorf("owner of missing = %v", err)
 	}
 
@@ -376,7 +384,7 @@ func TestCrashedPluginFailsCallsCleanly(t *testing.T) {
 	waitDead(t, p.PID())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = h.Providers()["notes"].Invoke(ctx, dispatch.Principal{}, "notes.get", json.RawMessage(`{"id":"n1"}`))
+	_, err = h.Providers()["notes"].Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.get", Args: json.RawMessage(`{"id":"n1"}`)})
 	if err == nil || !strings.Contains(err.Error(), `plugin "notes"`) {
 		t.Errorf("invoke on a dead plugin = %v, want an error naming the plugin", err)
 	}
@@ -407,7 +415,7 @@ func BenchmarkInvoke(b *testing.B) {
 	b.SetParallelism(32) // many calls in flight, as with 64 HTTP connections
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := prov.Invoke(context.Background(), pr, "notes.get", args); err != nil {
+			if _, err := prov.Invoke(context.Background(), dispatch.Request{Principal: pr, Capability: "notes.get", Args: args}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -429,7 +437,7 @@ func TestConcurrentCallsGetTheirOwnAnswers(t *testing.T) {
 			defer wg.Done()
 			user := fmt.Sprintf("user%d", i)
 			id := []string{"n1", "n2"}[i%2]
-			res, err := prov.Invoke(context.Background(), dispatch.Principal{UserID: user}, "notes.get", json.RawMessage(`{"id":"`+id+`"}`))
+			res, err := prov.Invoke(context.Background(), dispatch.Request{Principal: dispatch.Principal{UserID: user}, Capability: "notes.get", Args: json.RawMessage(`{"id":"` + id + `"}`)})
 			if err != nil {
 				errs <- err
 				return
@@ -472,7 +480,7 @@ func TestAbandonedCallIsCancelledInPlugin(t *testing.T) {
 			prov := h.Providers()["notes"]
 			ctx, cancel := tc.ctx()
 			defer cancel()
-			_, err = prov.Invoke(ctx, dispatch.Principal{}, "notes.wait", json.RawMessage(`{"id":"slow"}`))
+			_, err = prov.Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.wait", Args: json.RawMessage(`{"id":"slow"}`)})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
@@ -484,7 +492,7 @@ func TestAbandonedCallIsCancelledInPlugin(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			// The link still serves calls afterwards.
-			if _, err := prov.Invoke(context.Background(), dispatch.Principal{}, "notes.get", json.RawMessage(`{"id":"n1"}`)); err != nil {
+			if _, err := prov.Invoke(context.Background(), dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.get", Args: json.RawMessage(`{"id":"n1"}`)}); err != nil {
 				t.Errorf("call after an abandoned one: %v", err)
 			}
 		})

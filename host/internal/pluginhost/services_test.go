@@ -19,6 +19,7 @@ import (
 
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
+	"github.com/capgate/capgate/internal/sdkserver"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 )
@@ -52,34 +53,36 @@ func library(t *testing.T) *Plugin {
 	doc := func(id string) sdk.Document { return sdk.Document{ID: id, Title: shelf[id]} }
 	p.ProvideEntity(sdk.Entity{
 		Name: "library.book", Description: "a book", Version: "7",
-		List: func(_ context.Context, after string, limit int) ([]sdk.Document, error) {
-			var out []sdk.Document
-			for _, id := range []string{"b1", "b2", "b3"} {
-				if id > after && len(out) < limit {
-					out = append(out, doc(id))
+		Source: sdk.EntityFuncs{
+			List: func(_ context.Context, after string, limit int) ([]sdk.Document, error) {
+				var out []sdk.Document
+				for _, id := range []string{"b1", "b2", "b3"} {
+					if id > after && len(out) < limit {
+						out = append(out, doc(id))
+					}
 				}
-			}
-			return out, nil
-		},
-		Get: func(_ context.Context, ids []string) ([]sdk.Document, error) {
-			var out []sdk.Document
-			for _, id := range ids {
-				if _, ok := shelf[id]; ok {
-					out = append(out, doc(id))
+				return out, nil
+			},
+			Get: func(_ context.Context, ids []string) ([]sdk.Document, error) {
+				var out []sdk.Document
+				for _, id := range ids {
+					if _, ok := shelf[id]; ok {
+						out = append(out, doc(id))
+					}
 				}
-			}
-			return out, nil
-		},
-		Record: func(_ context.Context, id string) (any, error) {
-			title, ok := shelf[id]
-			if !ok {
-				return nil, sdk.NotFound("no book %q", id)
-			}
-			return map[string]string{"id": id, "title": title}, nil
+				return out, nil
+			},
+			GetRecord: func(_ context.Context, id string) (any, error) {
+				title, ok := shelf[id]
+				if !ok {
+					return nil, sdk.NotFound("no book %q", id)
+				}
+				return map[string]string{"id": id, "title": title}, nil
+			},
 		},
 	})
 	rpc := capgatev1.NewPluginServiceClient(serve(t, func(s *grpc.Server) {
-		capgatev1.RegisterPluginServiceServer(s, sdk.NewServer(p))
+		capgatev1.RegisterPluginServiceServer(s, sdkserver.NewServer(p))
 	}))
 	ctx := context.Background()
 	if _, err := rpc.Configure(ctx, &capgatev1.ConfigureRequest{ConfigJson: []byte("{}"), DataDir: t.TempDir()}); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/pluginwire"
+	"github.com/capgate/capgate/internal/sdkserver"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 )
@@ -27,7 +28,7 @@ func TestCallAfterTheStreamEndedRanNothing(t *testing.T) {
 	var srv *grpc.Server
 	rpc := capgatev1.NewPluginServiceClient(serve(t, func(s *grpc.Server) {
 		srv = s
-		capgatev1.RegisterPluginServiceServer(s, sdk.NewServer(p))
+		capgatev1.RegisterPluginServiceServer(s, sdkserver.NewServer(p))
 	}))
 	ctx := context.Background()
 	if _, err := rpc.Configure(ctx, &capgatev1.ConfigureRequest{ConfigJson: []byte("{}"), DataDir: t.TempDir()}); err != nil {
@@ -39,7 +40,7 @@ func TestCallAfterTheStreamEndedRanNothing(t *testing.T) {
 	}
 	pl := servedPlugin(Spec{Name: "notes", MaxInFlight: 8}, rpc, &capgatev1.DescribeResponse{})
 	pl.cur.Load().calls = calls
-	if _, err := pl.Invoke(ctx, dispatch.Principal{}, "notes.ping", json.RawMessage(`{}`)); err != nil {
+	if _, err := pl.Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.ping", Args: json.RawMessage(`{}`)}); err != nil {
 		t.Fatalf("a call while the plugin runs: %v", err)
 	}
 	srv.Stop() // the process is gone; the supervisor has not noticed yet
@@ -50,7 +51,7 @@ func TestCallAfterTheStreamEndedRanNothing(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	_, err = pl.Invoke(ctx, dispatch.Principal{}, "notes.ping", json.RawMessage(`{}`))
+	_, err = pl.Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.ping", Args: json.RawMessage(`{}`)})
 	var te *dispatch.ToolError
 	if !errors.As(err, &te) || te.Code != dispatch.Unavailable || !strings.Contains(te.Message, `plugin "notes" is restarting after it stopped`) ||
 		!strings.Contains(te.Message, "nothing ran") {

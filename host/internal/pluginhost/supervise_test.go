@@ -62,7 +62,7 @@ func kill(t *testing.T, pid int) {
 func getNote(h *pluginhost.Host, name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := h.Providers()[name].Invoke(ctx, dispatch.Principal{UserID: "alice"}, "notes.get", json.RawMessage(`{"id":"n1"}`))
+	_, err := h.Providers()[name].Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{UserID: "alice"}, Capability: "notes.get", Args: json.RawMessage(`{"id":"n1"}`)})
 	return err
 }
 
@@ -107,8 +107,9 @@ func TestKilledPluginIsRestarted(t *testing.T) {
 		t.Errorf("call while restarting took %v, want an immediate answer", d)
 	}
 	// Owner-guarded calls fail closed.
-	if _, err := h.Providers()["b"].ResolveOwner(context.Background(), "notes.get", json.RawMessage(`{"id":"n1"}`)); !errors.As(err, &te) || te.Code != dispatch.Unavailable {
-		t.Errorf("resolve owner while restarting = %v, want unavailable", err)
+	if _, err := h.Providers()["b"].Invoke(context.Background(), dispatch.Request{Principal: dispatch.Principal{UserID: "alice"},
+		Capability: "notes.get", Args: json.RawMessage(`{"id":"n1"}`), CheckOwner: true}); !errors.As(err, &te) || te.Code != dispatch.Unavailable {
+		t.Errorf("an owner-checked call while restarting = %v, want unavailable", err)
 	}
 
 	ph = waitState(t, h, "b", pluginhost.StateRunning)
@@ -282,7 +283,7 @@ func TestInFlightBound(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = prov.Invoke(ctx, dispatch.Principal{}, "notes.wait", json.RawMessage(fmt.Sprintf(`{"id":"w%d"}`, i)))
+			_, _ = prov.Invoke(ctx, dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.wait", Args: json.RawMessage(fmt.Sprintf(`{"id":"w%d"}`, i))})
 		}()
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -318,7 +319,7 @@ func TestPluginEnvironmentIsMinimal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.Providers()["notes"].Invoke(context.Background(), dispatch.Principal{}, "notes.env", json.RawMessage(`{"id":"x"}`))
+	res, err := h.Providers()["notes"].Invoke(context.Background(), dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.env", Args: json.RawMessage(`{"id":"x"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,10 +361,10 @@ func TestResultOverLimit(t *testing.T) {
 	}
 	t.Cleanup(h.Stop)
 	prov := h.Providers()["notes"]
-	if _, err := prov.Invoke(context.Background(), dispatch.Principal{}, "notes.big", json.RawMessage(`{"id":"b","size":9000}`)); err != nil {
+	if _, err := prov.Invoke(context.Background(), dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.big", Args: json.RawMessage(`{"id":"b","size":9000}`)}); err != nil {
 		t.Fatalf("a result under the limit: %v", err)
 	}
-	_, err = prov.Invoke(context.Background(), dispatch.Principal{}, "notes.big", json.RawMessage(`{"id":"b","size":20000}`))
+	_, err = prov.Invoke(context.Background(), dispatch.Request{Principal: dispatch.Principal{}, Capability: "notes.big", Args: json.RawMessage(`{"id":"b","size":20000}`)})
 	var te *dispatch.ToolError
 	if !errors.As(err, &te) || te.Code != dispatch.InvalidInput || !strings.Contains(te.Message, "more than this server's limit of 10000 bytes") ||
 		!strings.Contains(te.Message, "notes.big") {

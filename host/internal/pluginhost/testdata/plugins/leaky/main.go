@@ -21,8 +21,10 @@ func main() {
 func empty(name, description string) sdk.Entity {
 	return sdk.Entity{
 		Name: name, Description: description,
-		List:   func(context.Context, string, int) ([]sdk.Document, error) { return nil, nil },
-		Get:    func(context.Context, []string) ([]sdk.Document, error) { return nil, nil },
-		Record: func(_ context.Context, id string) (any, error) { return nil, sdk.NotFound("no record %q", id) },
+		Source: sdk.EntityFuncs{
+			List:      func(context.Context, string, int) ([]sdk.Document, error) { return nil, nil },
+			Get:       func(context.Context, []string) ([]sdk.Document, error) { return nil, nil },
+			GetRecord: func(_ context.Context, id string) (any, error) { return nil, sdk.NotFound("no record %q", id) },
+		},
 	}
 }

@@ -95,7 +95,7 @@ func main() {
 			}
 			return out{ID: in.ID, Text: "note " + in.ID, By: call.Principal.UserID}, nil
 		},
-		Owner: func(ctx context.Context, in in) (string, error) {
+		Owner: func(ctx context.Context, _ sdk.Call, in in) (string, error) {
 			o, ok := notes[in.ID]
 			if !ok {
 				return "", sdk.NotFound("no note %q", in.ID)
@@ -115,30 +115,32 @@ func main() {
 	})
 	p.ProvideEntity(sdk.Entity{
 		Name: "notes.note", Description: "a note", Version: "1",
-		List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
-			var docs []sdk.Document
-			for _, id := range slices.Sorted(maps.Keys(notes)) {
-				if id > after && len(docs) < limit {
-					docs = append(docs, noteDoc(id))
+		Source: sdk.EntityFuncs{
+			List: func(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+				var docs []sdk.Document
+				for _, id := range slices.Sorted(maps.Keys(notes)) {
+					if id > after && len(docs) < limit {
+						docs = append(docs, noteDoc(id))
+					}
 				}
-			}
-			return docs, nil
-		},
-		Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
-			var docs []sdk.Document
-			for _, id := range ids {
-				if _, ok := notes[id]; ok {
-					docs = append(docs, noteDoc(id))
+				return docs, nil
+			},
+			Get: func(ctx context.Context, ids []string) ([]sdk.Document, error) {
+				var docs []sdk.Document
+				for _, id := range ids {
+					if _, ok := notes[id]; ok {
+						docs = append(docs, noteDoc(id))
+					}
 				}
-			}
-			return docs, nil
-		},
-		Record: func(ctx context.Context, id string) (any, error) {
-			by, ok := notes[id]
-			if !ok {
-				return nil, sdk.NotFound("no note %q", id)
-			}
-			return out{ID: id, Text: "note " + id, By: by}, nil
+				return docs, nil
+			},
+			GetRecord: func(ctx context.Context, id string) (any, error) {
+				by, ok := notes[id]
+				if !ok {
+					return nil, sdk.NotFound("no note %q", id)
+				}
+				return out{ID: id, Text: "note " + id, By: by}, nil
+			},
 		},
 	})
 	sdk.Serve(p)

@@ -39,7 +39,7 @@ func main() {
 			case err == nil:
 				return out{Result: res}, nil
 			case errors.As(err, &refused):
-				return out{Refused: refused.Step}, nil
+				return out{Refused: string(refused.Step)}, nil
 			}
 			return out{Error: err.Error()}, nil
 		},
