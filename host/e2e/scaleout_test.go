@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // replicaPair starts two capgate processes on different ports and data

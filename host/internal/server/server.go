@@ -14,8 +14,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // Routes the server answers.

@@ -21,8 +21,8 @@ import (
 
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/config"
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // Bearer tokens of the test principals.
