@@ -12,9 +12,13 @@
 //     ("*" holds every permission, "booking.*" every one starting with
 //     "booking."); a capability that declares no permission needs none;
 //  5. ownership: for owner-guarded capabilities, the target belongs to the
-//     caller (admin-scope principals bypass this step). The providing plugin
-//     says who owns the target; a target without an owner belongs to no one,
-//     and a missing one is the plugin's NotFound.
+//     caller (admin-scope principals bypass this step). Only the providing
+//     plugin knows who owns its records, so this step travels with the call
+//     (Request.CheckOwner): the plugin resolves the owner and refuses, with
+//     a *Refusal at this step, before anything runs — one round trip, not
+//     two. A target without an owner belongs to no one, and a missing one
+//     is the plugin's NotFound. A provider's refusal at any other step, or
+//     when it was not asked, is a provider bug, never a refusal.
 //
 // An action called with an idempotency key (WithIdempotencyKey; MCP carries
 // it in _meta "io.capgate/idempotency-key") passes one more step between
@@ -27,7 +31,9 @@
 // as the first call changed the target (a cancelled booking).
 //
 // Arguments are validated against the input schema after the steps that do
-// not need them and before any plugin sees them, ResolveOwner included. An
+// not need them and before any plugin sees them; a result is checked
+// against the output schema before the caller sees it (a mismatch is the
+// plugin's bug: an error wrapping ErrResultMismatch, never a result). An
 // absent body (empty or null) is the empty object. A refusal is a *Refusal
 // naming its step; a failure the caller can fix (bad arguments, a missing
 // entity) is a *ToolError. Protocol adapters translate these and check

@@ -49,8 +49,8 @@ type Capability struct {
 	// "booking.read", never a wildcard (wildcards belong to roles). Empty
 	// means any caller whose scope allows the kind.
 	Permission string
-	// OwnerGuarded asks the providing plugin who owns the target before the
-	// call, and refuses callers who are not that user.
+	// OwnerGuarded makes the providing plugin decide, in the call itself,
+	// whether the target belongs to the caller, refusing the call if not.
 	OwnerGuarded bool
 	// Destructive marks an action whose effect the caller cannot undo.
 	Destructive bool
