@@ -9,18 +9,34 @@
 //
 //	p := sdk.New("greeter", "1.0.0")
 //	sdk.Add(p, sdk.Tool[GreetIn, GreetOut]{
-//		Name: "greeter.greet", Kind: sdk.Read, Pack: "greeter", Permission: "greeter.use",
+//		Name: "greeter.greet", Kind: sdk.Read, Permission: "greeter.use",
 //		Handler: func(ctx context.Context, call sdk.Call, in GreetIn) (GreetOut, error) {
 //			return GreetOut{Greeting: "hello, " + in.Name}, nil
 //		},
 //	})
 //	sdk.Serve(p)
 //
-// The host authorizes every call before a plugin sees it: the pack is on,
-// the caller's scope and role allow the capability, the arguments match the
-// input schema and, for a tool with an Owner resolver, the target belongs to
-// the caller. A handler still checks what only it can know (that a time slot
-// exists, that a record is in the right state).
+// A capability belongs to the plugin's pack (its name, unless SetPack or
+// Tool.Pack says otherwise), the operator's switch for it.
+//
+// # The gate
+//
+// The host authorizes every call before a plugin's handler runs, in a
+// fixed order: the pack is on, an action's caller is bound to a user, the
+// caller's scope and role allow the capability, the arguments match the
+// input schema and, for a tool with an Owner, the target belongs to the
+// caller (admin scope excepted). Only the plugin knows who owns its
+// records, so the last step runs in the plugin, in the same call: the SDK
+// decodes the arguments once, asks Owner, and refuses a caller who is not
+// the owner before Handler runs. Results are checked against the output
+// schema on their way back. A handler still checks what only it can know
+// (that a time slot exists, that a record is in the right state).
+//
+// A refusal reaches a plugin that calls another capability (Call.Invoke)
+// as a *RefusedError naming the Step; a failure for the agent is an
+// *Error with its ErrorCode (CodeOf, IsNotFound). Package sdktest reports
+// the outcomes of calls the same way, so a plugin's tests assert each
+// refusal of its own capabilities.
 //
 // # Bounds
 //
@@ -31,7 +47,8 @@
 // minItems, maxProperties, minimum, maximum); one that declares none gets
 // DefaultMaxLength, DefaultMaxItems or DefaultMaxProperties. A result
 // larger than the host's max_result_bytes is answered with an error the
-// agent can act on instead of being sent.
+// agent can act on instead of being sent. Slices are JSON arrays, never
+// null: a nil slice or map in a result is sent as [] or {}.
 //
 //	type FindIn struct {
 //		Query string `json:"query" capgate:"minLength=1,maxLength=200" jsonschema:"what to look for"`
@@ -40,57 +57,59 @@
 //
 // # Lifecycle
 //
-// The host runs every plugin through the same steps: configure (OnConfigure
-// gets the Env: data directory, config block, logger, max_results), describe
-// (the host registers the capabilities and entity types), start (once every
-// plugin is configured and described, OnStart runs with the same Env), then
+// The host runs every plugin through the same steps: configure (the Env:
+// data directory, config block, logger, max_results), describe (the host
+// registers the capabilities and entity types), start (once every plugin
+// is configured and described, OnStart runs with the same Env), then
 // calls, and finally close (the OnClose functions, last registered first).
-// An error from OnConfigure or OnStart stops the host's start-up. The Env's
-// Publish works from OnConfigure on; its Catalogue, Documents, Record and
-// Subscribe answer from OnStart on, when the other plugins are up.
+// An error from configuring or OnStart stops the host's start-up. The
+// Env's Publish works from configuration on; its Catalogue, Documents,
+// Record and Subscribe answer from OnStart on, when the other plugins are
+// up.
 //
-// A plugin whose handlers share a service built in OnConfigure (a store
-// opened on the configured database) keeps it in a Configured and turns the
-// service's methods into handlers with Handler, Bind and Bind2; a call that
-// arrives before OnConfigure set it fails with an error naming the plugin.
+// Most plugins build one service from their config block (a store opened
+// on the configured database) and serve their capabilities from its
+// methods. Configure decodes the block into a Go type, strictly (a key the
+// type lacks fails start-up, naming it), builds the service and returns
+// the Configured its tools bind to with Method; a call that arrives before
+// the service is built fails with an error naming the plugin. A plugin
+// that reads its config block neither this way nor with Env.DecodeConfig
+// or Env.ConfigJSON gets a start-up error for any key in it.
 //
-//	svc := &sdk.Configured[Service]{Plugin: p.Name()}
-//	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
-//		s, err := NewService(ctx, env)
-//		if err != nil {
-//			return err
-//		}
-//		svc.Set(s)
-//		return nil
+//	svc := sdk.Configure(p, func(ctx context.Context, env sdk.Env, cfg Config) (*Service, error) {
+//		return NewService(ctx, env.DataDir, cfg)
 //	})
 //	sdk.Add(p, sdk.Tool[CancelIn, CancelOut]{
-//		Name: "shop.cancel", Kind: sdk.Action, Pack: "shop", Permission: "shop.order",
-//		Handler: sdk.Handler(svc, (*Service).Cancel),
-//		Owner:   sdk.Bind(svc, (*Service).OrderOwner),
+//		Name: "shop.cancel", Kind: sdk.Action, Permission: "shop.order",
+//		Handler: sdk.Method(svc, (*Service).Cancel),
+//		Owner:   sdk.Method(svc, (*Service).OrderOwner),
 //	})
 //
 // # Catalogue entities
 //
 // A plugin that owns public records (rooms, products, articles) declares
-// their type with ProvideEntity, giving functions that page through their
-// search documents, fetch documents by id and return a full record. Search
-// indexes them, and platform.get and MCP resources/read return the records,
-// all through the gate. Publish "catalogue.upsert" or "catalogue.delete"
-// events after each change so indexes stay current, and bump
-// Entity.Version when the documents' text changes shape.
+// their type with ProvideEntity and an EntitySource that pages through
+// their search documents, fetches documents by id and returns a full
+// record. Search indexes them, and platform.get and MCP resources/read
+// return the records, all through the gate. Publish "catalogue.upsert" or
+// "catalogue.delete" events after each change so indexes stay current, and
+// bump Entity.Version when the documents' text changes shape. A Configured
+// service with the EntitySource methods is a Source itself; EntityFuncs
+// makes one of three functions.
 //
 //	p.ProvideEntity(sdk.Entity{
 //		Name: "shop.product", Description: "a product in the shop", Version: "1",
-//		List:   store.ProductDocuments,     // (ctx, after, limit): sorted by id
-//		Get:    store.ProductDocumentsByID, // (ctx, ids): those that exist
-//		Record: store.Product,              // (ctx, id): a JSON object or NotFound
+//		Source: svc, // *Service has Documents, DocumentsByID and Record
 //	})
 //
 // A plugin that uses other plugins' catalogues (an indexer) reads them in
 // OnStart through Env.Catalogue, Env.Documents and Env.Record, and follows
 // changes with Env.Subscribe in a goroutine that OnClose stops.
 //
-// Package sdktest runs a plugin through the same gRPC contract in-process,
-// so a plugin's tests need no built binary and no host; its Host runs
-// several plugins that use each other.
+// # Testing
+//
+// Package sdktest runs a plugin in-process exactly as the host runs it,
+// over the same gRPC contract and through the host's own gate, so a
+// plugin's tests need no built binary and no host; its Host runs several
+// plugins that use each other and sets the gate's policy (roles, packs).
 package sdk
