@@ -723,7 +723,9 @@ func runDocBlocks(t *testing.T, dir, addr, prelude string, blocks []docBlock) do
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", text)
 	cmd.Dir = dir
-	cmd.Env = append(hostEnv(), "CAPGATE_LISTEN="+addr) // as for the host: `capgate health` finds it
+	// CAPGATE_LISTEN as the host has it, so `capgate health` finds it; and
+	// no proxy for loopback, which curl would otherwise send through one.
+	cmd.Env = append(hostEnv(), "CAPGATE_LISTEN="+addr, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
