@@ -30,7 +30,7 @@ func TestAddResource(t *testing.T) {
 		t.Fatalf("published %+v; want one public catalogue.upsert of room-zenith", evs)
 	}
 	docs, err := c.DocumentsByID(context.Background(), booking.EntityResource, "room-zenith")
-	if err != nil || len(docs.Documents) != 1 || docs.Documents[0].Body != "Meditation room with floor cushions." {
+	if err != nil || len(docs) != 1 || docs[0].Body != "Meditation room with floor cushions." {
 		t.Fatalf("document = %v, %v", docs, err)
 	}
 	// It is bookable at once.

@@ -3,6 +3,7 @@ package booking_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,9 +26,9 @@ import (
 var now = time.Date(2030, 1, 7, 9, 30, 0, 0, time.UTC)
 
 const (
-	notFound = capgatev1.ToolError_CODE_NOT_FOUND
-	invalid  = capgatev1.ToolError_CODE_INVALID_INPUT
-	conflict = capgatev1.ToolError_CODE_CONFLICT
+	notFound = sdk.CodeNotFound
+	invalid  = sdk.CodeInvalidInput
+	conflict = sdk.CodeConflict
 )
 
 var (
@@ -60,24 +61,35 @@ func startIn(t *testing.T, dir string, at time.Time, config any) *sdktest.Client
 	return c
 }
 
-// fail calls a capability that must fail with a tool error of code whose
+// fail calls a capability that must fail with an error the agent can act
+// on (an *sdk.Error, the gate's argument check included) of code, whose
 // message contains every one of want.
-func fail(t *testing.T, c *sdktest.Client, capability string, pr sdk.Principal, args any, code capgatev1.ToolError_Code, want ...string) {
+func fail(t *testing.T, c *sdktest.Client, capability string, pr sdk.Principal, args any, code sdk.ErrorCode, want ...string) {
 	t.Helper()
-	raw, te, err := c.Invoke(context.Background(), capability, pr, args)
-	if err != nil {
-		t.Fatalf("%s(%v): transport error %v; want a %s tool error", capability, args, err, code)
-	}
-	if te == nil {
-		t.Fatalf("%s(%v) succeeded with %s; want a %s tool error", capability, args, raw, code)
-	}
-	if te.Code != code {
-		t.Fatalf("%s(%v) failed with %v; want code %s", capability, args, te, code)
+	raw, err := c.Invoke(context.Background(), capability, pr, args)
+	var e *sdk.Error
+	switch {
+	case err == nil:
+		t.Fatalf("%s(%v) succeeded with %s; want a %s error", capability, args, raw, code)
+	case !errors.As(err, &e):
+		t.Fatalf("%s(%v) failed with %v; want a %s error for the agent, not a refusal or an internal failure", capability, args, err, code)
+	case e.Code != code:
+		t.Fatalf("%s(%v) failed with %v (%s); want code %s", capability, args, e, e.Code, code)
 	}
 	for _, w := range want {
-		if !strings.Contains(te.Message, w) {
-			t.Fatalf("%s(%v) message %q; want it to contain %q", capability, args, te.Message, w)
+		if !strings.Contains(e.Message, w) {
+			t.Fatalf("%s(%v) message %q; want it to contain %q", capability, args, e.Message, w)
 		}
+	}
+}
+
+// refused calls a capability that the gate must refuse at step, before the
+// plugin runs it.
+func refused(t *testing.T, c *sdktest.Client, capability string, pr sdk.Principal, args any, step sdk.Step) {
+	t.Helper()
+	raw, err := c.Invoke(context.Background(), capability, pr, args)
+	if got := sdk.RefusedAt(err); got != step {
+		t.Fatalf("%s(%v) as %+v = %s, %v (refused at %q); want a refusal at %s", capability, args, pr, raw, err, got, step)
 	}
 }
 
@@ -184,12 +196,13 @@ func TestConfigure(t *testing.T) {
 		{"unknown key", map[string]any{"seed": "demo", "dns": "postgres://x"}, "", `"dns"`},
 		{"dsn of another engine", map[string]any{"dsn": "mysql://u:s3cret@db/booking"}, "", "dsn must be a postgres:// or postgresql:// URL"},
 		{"dsn in key=value form", map[string]any{"dsn": "host=db password=s3cret"}, "", "left out for SQLite"},
-		{"dsn of the wrong type", map[string]any{"dsn": 5}, "", "booking config"},
+		// sdk.Configure decodes the block, naming the option.
+		{"dsn of the wrong type", map[string]any{"dsn": 5}, "", "plugin config: json: cannot unmarshal number into Go struct field Config.dsn"},
 		{"postgres unreachable", map[string]any{"dsn": "postgres://u:s3cret@127.0.0.1:1/booking?connect_timeout=2"}, "",
 			"booking config: dsn postgres://u:xxxxx@127.0.0.1:1/booking"},
 		{"postgresql URL unparsable", map[string]any{"dsn": "postgresql://u:s3cret@127.0.0.1:port/booking"}, "",
 			"booking config: dsn postgresql://(unparsable URL)"},
-		{"seed of the wrong type", map[string]any{"seed": 5}, "", "booking config"},
+		{"seed of the wrong type", map[string]any{"seed": 5}, "", "plugin config: json: cannot unmarshal number into Go struct field Config.seed"},
 		{"data dir is a file", nil, fileDir, "not a directory"},
 		{"data dir missing", nil, filepath.Join(t.TempDir(), "gone"), "data directory"},
 		{"database file is not a database", nil, garbageDir, "booking.db"},
@@ -325,10 +338,12 @@ func TestDemoSeed(t *testing.T) {
 				if !idPattern.MatchString(b.ID) || b.Status != "active" || b.CreatedAt != "2030-01-07T09:30:00Z" {
 					t.Errorf("seeded booking %+v", b)
 				}
-				owner, te, err := c.ResolveOwner(context.Background(), "booking.get", booking.IDIn{ID: b.ID})
-				if err != nil || te != nil || owner != tc.user.UserID {
-					t.Errorf("owner of %s = %q, %v, %v; want %s", b.ID, owner, te, err, tc.user.UserID)
+				// Its owner is the user it was seeded for: she may read
+				// it, and anyone else is refused at the ownership step.
+				if got := sdktest.Call[booking.Booking](t, c, "booking.get", tc.user, booking.IDIn{ID: b.ID}); got != b {
+					t.Errorf("%s gets %+v; want her listed %+v", tc.user.UserID, got, b)
 				}
+				refused(t, c, "booking.get", carol, booking.IDIn{ID: b.ID}, sdk.StepOwnership)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.starts) {
 				t.Fatalf("bookings = %v; want %v", got, tc.starts)
@@ -433,18 +448,19 @@ func TestAvailabilityErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		in   booking.AvailabilityIn
-		code capgatev1.ToolError_Code
+		code sdk.ErrorCode
 		want string
 	}{
 		{"unknown resource", booking.AvailabilityIn{ResourceID: "room-nowhere"}, notFound, `no resource with id "room-nowhere"`},
 		{"no resource", booking.AvailabilityIn{}, invalid, "resource_id is required"},
 		{"not a date", booking.AvailabilityIn{ResourceID: "room-aurora", Date: "07/01/2030"}, invalid, "YYYY-MM-DD"},
 		{"impossible date", booking.AvailabilityIn{ResourceID: "room-aurora", Date: "2030-02-30"}, invalid, "YYYY-MM-DD"},
-		{"date with time", booking.AvailabilityIn{ResourceID: "room-aurora", Date: "2030-01-08T10:00:00Z"}, invalid, "YYYY-MM-DD"},
+		// The gate refuses what the schema bounds, naming the property.
+		{"date with time", booking.AvailabilityIn{ResourceID: "room-aurora", Date: "2030-01-08T10:00:00Z"}, invalid, "/properties/date: maxLength"},
 		{"past date", booking.AvailabilityIn{ResourceID: "room-aurora", Date: "2030-01-06"}, invalid, "in the past"},
 		{"too far ahead", booking.AvailabilityIn{ResourceID: "room-aurora", Date: "2031-06-01"}, invalid, "too far ahead"},
-		{"too many days", booking.AvailabilityIn{ResourceID: "room-aurora", Days: 15}, invalid, "between 1 and 14"},
-		{"negative days", booking.AvailabilityIn{ResourceID: "room-aurora", Days: -1}, invalid, "between 1 and 14"},
+		{"too many days", booking.AvailabilityIn{ResourceID: "room-aurora", Days: 15}, invalid, "/properties/days: maximum"},
+		{"negative days", booking.AvailabilityIn{ResourceID: "room-aurora", Days: -1}, invalid, "/properties/days: minimum"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -466,9 +482,8 @@ func TestCreate(t *testing.T) {
 	if mine := list(t, c, carol, nil); len(mine) != 1 || mine[0] != got {
 		t.Fatalf("carol's list = %+v; want just %+v", mine, got)
 	}
-	if owner, te, err := c.ResolveOwner(context.Background(), "booking.cancel", booking.IDIn{ID: got.ID}); owner != "carol" || te != nil || err != nil {
-		t.Fatalf("owner = %q, %v, %v; want carol", owner, te, err)
-	}
+	// The booking is carol's: anyone else is refused its cancel.
+	refused(t, c, "booking.cancel", bob, booking.IDIn{ID: got.ID}, sdk.StepOwnership)
 	if free := freeStarts(t, c, booking.AvailabilityIn{ResourceID: "room-borealis", Date: "2030-01-08"}); contains(free, got.Start) {
 		t.Fatalf("booked slot %s is still listed free", got.Start)
 	}
@@ -489,7 +504,7 @@ func TestCreateErrors(t *testing.T) {
 		name string
 		pr   sdk.Principal
 		in   booking.CreateIn
-		code capgatev1.ToolError_Code
+		code sdk.ErrorCode
 		want []string
 	}{
 		{"unknown resource", carol, booking.CreateIn{ResourceID: "room-nowhere", Start: "2030-01-08T10:00:00Z"}, notFound, []string{`no resource with id "room-nowhere"`, "booking.resources"}},
@@ -517,14 +532,17 @@ func TestCreateErrors(t *testing.T) {
 		// is told which of her bookings holds it.
 		{"taken by the caller", alice, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T10:00:00Z"}, conflict,
 			[]string{"slot 2030-01-08T10:00:00Z of room-aurora is already booked by you, as booking bk_", "booking.get"}},
-		{"unbound token", unbound, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T11:00:00Z"}, invalid, []string{"this token is not bound to a user"}},
-		{"huge resource id", carol, booking.CreateIn{ResourceID: long, Start: "2030-01-08T11:00:00Z"}, notFound, []string{"no resource with id", "…"}},
+		// The gate refuses a resource id longer than the schema allows,
+		// naming the field, before the plugin runs.
+		{"huge resource id", carol, booking.CreateIn{ResourceID: long, Start: "2030-01-08T11:00:00Z"}, invalid, []string{"resource_id", "more than 63"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fail(t, c, "booking.create", tc.pr, tc.in, tc.code, tc.want...)
 		})
 	}
+	// An unbound token acts for nobody: the gate refuses it an action.
+	refused(t, c, "booking.create", unbound, booking.CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T11:00:00Z"}, sdk.StepUserBinding)
 	// Nothing failed half-way: carol still has no bookings and the taken
 	// slot still belongs to alice alone.
 	if mine := list(t, c, carol, nil); len(mine) != 0 {
@@ -542,7 +560,6 @@ func TestConcurrentCreates(t *testing.T) {
 	const n = 20
 	type result struct {
 		raw json.RawMessage
-		te  *sdktest.ToolError
 		err error
 	}
 	res := make([]result, n)
@@ -554,8 +571,8 @@ func TestConcurrentCreates(t *testing.T) {
 			defer wg.Done()
 			<-ready
 			pr := sdk.Principal{Role: "customer", Scope: "action", UserID: fmt.Sprintf("racer%02d", i)}
-			raw, te, err := c.Invoke(context.Background(), "booking.create", pr, booking.CreateIn{ResourceID: "court-1", Start: "2030-01-08T18:00:00Z"})
-			res[i] = result{raw, te, err}
+			raw, err := c.Invoke(context.Background(), "booking.create", pr, booking.CreateIn{ResourceID: "court-1", Start: "2030-01-08T18:00:00Z"})
+			res[i] = result{raw, err}
 		}()
 	}
 	close(ready)
@@ -563,14 +580,12 @@ func TestConcurrentCreates(t *testing.T) {
 	var won, lost int
 	for i, r := range res {
 		switch {
-		case r.err != nil:
-			t.Fatalf("racer %d: %v", i, r.err)
-		case r.te == nil:
+		case r.err == nil:
 			won++
-		case r.te.Code == conflict && strings.Contains(r.te.Message, "already booked"):
+		case sdk.CodeOf(r.err) == conflict && strings.Contains(r.err.Error(), "already booked"):
 			lost++
 		default:
-			t.Fatalf("racer %d: %v", i, r.te)
+			t.Fatalf("racer %d: %v", i, r.err)
 		}
 	}
 	if won != 1 || lost != n-1 {
@@ -578,7 +593,7 @@ func TestConcurrentCreates(t *testing.T) {
 	}
 	var holders int
 	for i := range n {
-		holders += len(list(t, c, sdk.Principal{UserID: fmt.Sprintf("racer%02d", i)}, nil))
+		holders += len(list(t, c, sdk.Principal{Role: "customer", Scope: sdk.ScopeRead, UserID: fmt.Sprintf("racer%02d", i)}, nil))
 	}
 	if holders != 1 {
 		t.Fatalf("%d racers hold a booking; want 1", holders)
@@ -590,7 +605,7 @@ func TestGetAndOwnerErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		id   string
-		code capgatev1.ToolError_Code
+		code sdk.ErrorCode
 		want string
 	}{
 		{"unknown id", "bk_aaaaaaaaaaaa", notFound, `no booking with id "bk_aaaaaaaaaaaa"`},
@@ -600,12 +615,13 @@ func TestGetAndOwnerErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fail(t, c, "booking.get", alice, booking.IDIn{ID: tc.id}, tc.code, tc.want)
+			// The ownership step (Owner) answers first, in the same call:
+			// its error is the caller's, for both guarded capabilities,
+			// and an admin, whom Owner is not asked about, gets the same
+			// answer from the handler.
 			for _, capability := range []string{"booking.get", "booking.cancel"} {
-				owner, te, err := c.ResolveOwner(context.Background(), capability, booking.IDIn{ID: tc.id})
-				if err != nil || te == nil || te.Code != tc.code || !strings.Contains(te.Message, tc.want) {
-					t.Fatalf("ResolveOwner(%s, %q) = %q, %v, %v; want %s %q", capability, tc.id, owner, te, err, tc.code, tc.want)
-				}
+				fail(t, c, capability, alice, booking.IDIn{ID: tc.id}, tc.code, tc.want)
+				fail(t, c, capability, operator, booking.IDIn{ID: tc.id}, tc.code, tc.want)
 			}
 		})
 	}
@@ -642,9 +658,9 @@ func TestList(t *testing.T) {
 			}
 		})
 	}
-	raw, te, err := c.Invoke(context.Background(), "booking.list", carol, nil)
-	if err != nil || te != nil || !strings.Contains(string(raw), `"bookings":[]`) {
-		t.Fatalf("empty list = %s, %v, %v; want an empty array, not null", raw, te, err)
+	raw, err := c.Invoke(context.Background(), "booking.list", carol, nil)
+	if err != nil || !strings.Contains(string(raw), `"bookings":[]`) {
+		t.Fatalf("empty list = %s, %v; want an empty array, not null", raw, err)
 	}
 }
 
@@ -658,8 +674,9 @@ func TestListErrors(t *testing.T) {
 	}{
 		{"unbound token", unbound, booking.ListIn{}, "this token is not bound to a user"},
 		{"unknown status", alice, booking.ListIn{Status: "done"}, `status must be "active" or "cancelled", got "done"`},
-		{"limit too high", alice, booking.ListIn{Limit: 500}, "limit must be between 1 and 200"},
-		{"negative limit", alice, booking.ListIn{Limit: -3}, "limit must be between 1 and 200"},
+		// The gate refuses a limit outside the schema's bounds.
+		{"limit too high", alice, booking.ListIn{Limit: 500}, "/properties/limit: maximum"},
+		{"negative limit", alice, booking.ListIn{Limit: -3}, "/properties/limit: minimum"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -735,15 +752,11 @@ func TestConcurrentCancels(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-ready
-			raw, te, err := c.Invoke(context.Background(), "booking.cancel", bob, booking.IDIn{ID: target.ID})
-			switch {
-			case err != nil:
-				errs[i] = err
-			case te != nil:
-				errs[i] = te
-			default:
-				errs[i] = json.Unmarshal(raw, &outs[i])
+			raw, err := c.Invoke(context.Background(), "booking.cancel", bob, booking.IDIn{ID: target.ID})
+			if err == nil {
+				err = json.Unmarshal(raw, &outs[i])
 			}
+			errs[i] = err
 		}()
 	}
 	close(ready)
@@ -765,8 +778,9 @@ func TestConcurrentCancels(t *testing.T) {
 	}
 }
 
-// TestMalformedArguments sends what an agent might send past a lenient
-// gate: every answer is a tool error or a result, never a crash.
+// TestMalformedArguments sends what an agent might send: every answer,
+// the gate's or the plugin's, is an error the agent can act on or a result,
+// never a crash, a refusal or an internal failure.
 func TestMalformedArguments(t *testing.T) {
 	c := start(t, demo)
 	tests := []struct {
@@ -790,11 +804,11 @@ func TestMalformedArguments(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.capability+" "+tc.args, func(t *testing.T) {
-			raw, te, err := c.Invoke(context.Background(), tc.capability, alice, json.RawMessage(tc.args))
-			if err != nil {
-				t.Fatalf("transport error %v; want a tool error or a result", err)
+			raw, err := c.Invoke(context.Background(), tc.capability, alice, json.RawMessage(tc.args))
+			if err != nil && sdk.CodeOf(err) == 0 {
+				t.Fatalf("failed with %v; want an error for the agent or a result", err)
 			}
-			if te == nil && !json.Valid(raw) {
+			if err == nil && !json.Valid(raw) {
 				t.Fatalf("result %q is not JSON", raw)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/capgate/capgate/plugins/booking/internal/booking"
+	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -103,11 +104,11 @@ func TestInputBounds(t *testing.T) {
 	}
 }
 
-// TestOverLimitArgumentsRefused: sdktest does not validate arguments
-// against the input schema (the host does, before the plugin runs), so the
-// schema the plugin declares is checked here with the validator the host
-// uses (github.com/google/jsonschema-go), and the plugin, called directly
-// with the same arguments, must still answer without failing.
+// TestOverLimitArgumentsRefused: the schema the plugin declares refuses
+// every argument over its bounds, checked here with the validator the host
+// uses (github.com/google/jsonschema-go), and the gate sdktest runs refuses
+// the same arguments before the plugin sees them: an invalid-input error
+// naming the property, short however long the argument.
 func TestOverLimitArgumentsRefused(t *testing.T) {
 	c := start(t, demo)
 	schemas := inputSchemas(t, c)
@@ -136,19 +137,24 @@ func TestOverLimitArgumentsRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.refusal) {
 				t.Errorf("schema validation: %v; want a refusal naming %q", err, tc.refusal)
 			}
-			// Past the host, the plugin's own checks answer: an error the
-			// agent can act on (or, for a start with more fractional
-			// digits than anyone sends, the booking), never a failure.
-			_, te, err := c.Invoke(context.Background(), tc.capability, alice, tc.args)
-			if err != nil {
-				t.Fatalf("plugin failed: %v; want a result or a tool error", err)
+			property, _, _ := strings.Cut(strings.TrimPrefix(tc.refusal, "/properties/"), ":")
+			_, err = c.Invoke(context.Background(), tc.capability, alice, tc.args)
+			if !sdk.IsInvalidInput(err) || !strings.Contains(err.Error(), "invalid arguments for "+tc.capability) || !strings.Contains(err.Error(), property) {
+				t.Fatalf("through the gate: %v; want its invalid-input error naming %s", err, property)
 			}
-			if te != nil && len(te.Message) > 400 {
-				t.Errorf("tool error of %d bytes echoes the argument: %.120q…", len(te.Message), te.Message)
+			if len(err.Error()) > 400 {
+				t.Errorf("error of %d bytes echoes the argument: %.120q…", len(err.Error()), err.Error())
 			}
 		})
 	}
-	// At the bounds, the schema lets arguments through.
+	// The refused create booked nothing: alice holds her two seeded
+	// bookings only.
+	if hers := list(t, c, alice, nil); len(hers) != 2 {
+		t.Errorf("alice has %d bookings after refused calls; want her 2", len(hers))
+	}
+	// At the bounds, the schema lets arguments through, and so does the
+	// gate: the plugin answers (here, that the resource or booking does not
+	// exist).
 	for capability, args := range map[string]map[string]any{
 		"booking.availability": {"resource_id": long(63), "date": "2030-01-09", "days": 14},
 		"booking.list":         {"status": "cancelled", "limit": 200},
@@ -157,6 +163,9 @@ func TestOverLimitArgumentsRefused(t *testing.T) {
 	} {
 		if err := validate(t, schemas[capability], args); err != nil {
 			t.Errorf("%s %v refused: %v", capability, args, err)
+		}
+		if _, err := c.Invoke(context.Background(), capability, alice, args); err != nil && strings.Contains(err.Error(), "invalid arguments") {
+			t.Errorf("%s %v refused by the gate: %v", capability, args, err)
 		}
 	}
 }

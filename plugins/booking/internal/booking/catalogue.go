@@ -19,9 +19,12 @@ const ResourceDocVersion = "1"
 // it whole and pages in memory rather than adding paged queries to the
 // store.
 
-// ResourceDocuments returns up to limit resources whose id sorts after
-// after, as search documents.
-func (s *Service) ResourceDocuments(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+// The Service is the sdk.EntitySource of booking.resource.
+var _ sdk.EntitySource = (*Service)(nil)
+
+// Documents returns up to limit resources whose id sorts after after, as
+// search documents.
+func (s *Service) Documents(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
 	rs, err := s.sortedResources(ctx)
 	if err != nil {
 		return nil, err
@@ -38,9 +41,9 @@ func (s *Service) ResourceDocuments(ctx context.Context, after string, limit int
 	return docs, nil
 }
 
-// ResourceDocumentsByID returns the documents of the resources among ids
-// that exist.
-func (s *Service) ResourceDocumentsByID(ctx context.Context, ids []string) ([]sdk.Document, error) {
+// DocumentsByID returns the documents of the resources among ids that
+// exist.
+func (s *Service) DocumentsByID(ctx context.Context, ids []string) ([]sdk.Document, error) {
 	var docs []sdk.Document
 	for _, id := range ids {
 		r, err := s.store.Resource(ctx, id)
@@ -55,9 +58,8 @@ func (s *Service) ResourceDocumentsByID(ctx context.Context, ids []string) ([]sd
 	return docs, nil
 }
 
-// ResourceRecord is the full record of a resource, as booking.resources
-// shows it.
-func (s *Service) ResourceRecord(ctx context.Context, id string) (any, error) {
+// Record is the full record of a resource, as booking.resources shows it.
+func (s *Service) Record(ctx context.Context, id string) (any, error) {
 	r, err := s.store.Resource(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, sdk.NotFound("no %s with id %s", EntityResource, shortQuote(id))

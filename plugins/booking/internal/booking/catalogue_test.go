@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/capgate/capgate/plugins/booking/internal/booking"
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
@@ -65,24 +64,23 @@ func TestResourceDocumentsPaging(t *testing.T) {
 				if pages > len(want)+1 {
 					t.Fatalf("paging does not end: %v", got)
 				}
-				resp, err := c.Documents(ctx, booking.EntityResource, after, limit)
+				page, more, err := c.Documents(ctx, booking.EntityResource, after, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
-				page := resp.GetDocuments()
 				if limit > 0 && len(page) > limit {
 					t.Fatalf("page of %d documents; limit %d", len(page), limit)
 				}
 				for _, d := range page {
-					got = append(got, d.GetId())
+					got = append(got, d.ID)
 				}
-				if !resp.GetMore() {
+				if !more {
 					break
 				}
 				if len(page) == 0 {
 					t.Fatal("an empty page says more follow")
 				}
-				after = page[len(page)-1].GetId()
+				after = page[len(page)-1].ID
 			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("pages gave %v; want each resource once in id order: %v", got, want)
@@ -92,21 +90,21 @@ func TestResourceDocumentsPaging(t *testing.T) {
 
 	// After the last id, and after an id past every other, nothing is left.
 	for _, after := range []string{want[len(want)-1], "zzz"} {
-		resp, err := c.Documents(ctx, booking.EntityResource, after, 0)
-		if err != nil || len(resp.GetDocuments()) != 0 || resp.GetMore() {
-			t.Errorf("after %q: %v, %v; want an empty last page", after, resp, err)
+		page, more, err := c.Documents(ctx, booking.EntityResource, after, 0)
+		if err != nil || len(page) != 0 || more {
+			t.Errorf("after %q: %v, more %v, %v; want an empty last page", after, page, more, err)
 		}
 	}
 	// An after that is not an id starts at the next id.
-	resp, err := c.Documents(ctx, booking.EntityResource, "room-aurora0", 1)
-	if err != nil || len(resp.GetDocuments()) != 1 || resp.GetDocuments()[0].GetId() <= "room-aurora0" {
-		t.Errorf("after room-aurora0: %v, %v; want the next id", resp, err)
+	page, _, err := c.Documents(ctx, booking.EntityResource, "room-aurora0", 1)
+	if err != nil || len(page) != 1 || page[0].ID <= "room-aurora0" {
+		t.Errorf("after room-aurora0: %v, %v; want the next id", page, err)
 	}
 
 	// Unseeded, the catalogue is empty.
-	resp, err = start(t, nil).Documents(ctx, booking.EntityResource, "", 0)
-	if err != nil || len(resp.GetDocuments()) != 0 || resp.GetMore() {
-		t.Errorf("unseeded documents: %v, %v", resp, err)
+	page, more, err := start(t, nil).Documents(ctx, booking.EntityResource, "", 0)
+	if err != nil || len(page) != 0 || more {
+		t.Errorf("unseeded documents: %v, more %v, %v", page, more, err)
 	}
 }
 
@@ -115,17 +113,17 @@ func TestResourceDocumentsPaging(t *testing.T) {
 func TestResourceDocuments(t *testing.T) {
 	c := start(t, demo)
 	byID := demoByID(t, c)
-	resp, err := c.Documents(context.Background(), booking.EntityResource, "", 0)
+	docs, _, err := c.Documents(context.Background(), booking.EntityResource, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.GetDocuments()) != len(byID) {
-		t.Fatalf("%d documents for %d resources", len(resp.GetDocuments()), len(byID))
+	if len(docs) != len(byID) {
+		t.Fatalf("%d documents for %d resources", len(docs), len(byID))
 	}
-	for _, d := range resp.GetDocuments() {
-		r := byID[d.GetId()]
-		f := d.GetFields()
-		if d.GetTitle() != r.Name || d.GetBody() != r.Description || f["kind"] != r.Kind || f["location"] != r.Location ||
+	for _, d := range docs {
+		r := byID[d.ID]
+		f := d.Fields
+		if d.Title != r.Name || d.Body != r.Description || f["kind"] != r.Kind || f["location"] != r.Location ||
 			f["capacity"] != "for "+strconv.Itoa(r.Capacity) {
 			t.Errorf("document %v; want the text of %+v", d, r)
 		}
@@ -145,20 +143,20 @@ func TestResourceDocumentsByID(t *testing.T) {
 		{"none exist", []string{"room-nowhere"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := c.DocumentsByID(ctx, booking.EntityResource, tc.ids...)
+			docs, err := c.DocumentsByID(ctx, booking.EntityResource, tc.ids...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, d := range resp.GetDocuments() {
-				got = append(got, d.GetId())
-				if d.GetTitle() == "" || d.GetBody() == "" {
+			for _, d := range docs {
+				got = append(got, d.ID)
+				if d.Title == "" || d.Body == "" {
 					t.Errorf("document %v is not described", d)
 				}
 			}
 			slices.Sort(got)
-			if !slices.Equal(got, tc.want) || resp.GetMore() {
-				t.Errorf("documents %v, more %v; want %v", got, resp.GetMore(), tc.want)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("documents %v; want %v", got, tc.want)
 			}
 		})
 	}
@@ -170,9 +168,9 @@ func TestResourceRecord(t *testing.T) {
 	c := start(t, demo)
 	ctx := context.Background()
 	for id, r := range demoByID(t, c) {
-		raw, te, err := c.Record(ctx, booking.EntityResource, id)
-		if err != nil || te != nil {
-			t.Fatalf("record %s: %v, %v", id, te, err)
+		raw, err := c.Record(ctx, booking.EntityResource, id)
+		if err != nil {
+			t.Fatalf("record %s: %v", id, err)
 		}
 		want, _ := json.Marshal(r)
 		if string(raw) != string(want) {
@@ -180,13 +178,13 @@ func TestResourceRecord(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"room-nowhere", "", strings.Repeat("x", 500)} {
-		raw, te, err := c.Record(ctx, booking.EntityResource, id)
-		if err != nil || te == nil || te.Code != capgatev1.ToolError_CODE_NOT_FOUND || !strings.Contains(te.Message, booking.EntityResource) {
-			t.Errorf("record %.20q = %s, %v, %v; want NotFound naming the entity type", id, raw, te, err)
+		raw, err := c.Record(ctx, booking.EntityResource, id)
+		if !sdk.IsNotFound(err) || !strings.Contains(err.Error(), booking.EntityResource) {
+			t.Errorf("record %.20q = %s, %v; want NotFound naming the entity type", id, raw, err)
 			continue
 		}
-		if len(te.Message) > 200 {
-			t.Errorf("NotFound message of %d bytes quotes a long id whole", len(te.Message))
+		if len(err.Error()) > 200 {
+			t.Errorf("NotFound message of %d bytes quotes a long id whole", len(err.Error()))
 		}
 	}
 }

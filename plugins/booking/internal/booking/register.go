@@ -12,9 +12,6 @@ import (
 	"github.com/capgate/capgate/sdk/sqlstore"
 )
 
-// Pack is the operator toggle of every booking capability.
-const Pack = "booking"
-
 // Permissions the capabilities require.
 const (
 	PermRead      = "booking.read"
@@ -57,101 +54,92 @@ type options struct {
 // so tests can place slots in the past or future of a fixed instant.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// Register adds the booking capabilities to p. The service behind them is
-// built when the host configures p: the store opens then, on the database
-// the dsn config key names, by default SQLite in the data directory the host
-// hands over.
+// Register adds the booking capabilities to p, all in p's pack (its
+// name, booking, unless p.SetPack chose another). The service behind them
+// is built when the host configures p: the store opens then, on the
+// database the dsn config key names, by default SQLite in the data
+// directory the host hands over.
 func Register(p *sdk.Plugin, opts ...Option) {
 	o := options{now: time.Now}
 	for _, f := range opts {
 		f(&o)
 	}
-	// svc is set once by OnConfigure; the SDK serves no call before that.
-	svc := &sdk.Configured[Service]{Plugin: p.Name()}
-
-	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
-		var cfg Config
-		if err := env.DecodeConfig(&cfg); err != nil {
-			return fmt.Errorf("booking config: %w", err)
-		}
+	svc := sdk.Configure(p, func(ctx context.Context, env sdk.Env, cfg Config) (*Service, error) {
 		if cfg.Seed != "" && cfg.Seed != SeedDemo {
-			return fmt.Errorf("booking config: seed %q is unknown; use %q or leave it out", cfg.Seed, SeedDemo)
+			return nil, fmt.Errorf("booking config: seed %q is unknown; use %q or leave it out", cfg.Seed, SeedDemo)
 		}
 		st, err := openStore(ctx, cfg, env)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s := NewService(st, o.now, env.Logger)
 		s.SetPublisher(env.Publish)
 		if cfg.Seed != "" {
 			if _, err := s.Seed(ctx, cfg.Seed); err != nil {
 				st.Close()
-				return fmt.Errorf("booking: %w", err)
+				return nil, fmt.Errorf("booking: %w", err)
 			}
 		}
 		p.OnClose(st.Close)
-		svc.Set(s)
-		return nil
+		return s, nil
 	})
 
 	// The bookable catalogue is searchable; individual bookings are not, as
-	// they belong to a person.
+	// they belong to a person. The Service is the catalogue's source.
 	p.ProvideEntity(sdk.Entity{
 		Name:        EntityResource,
 		Description: "a bookable resource: room, desk, court, studio, …; book it with booking.create",
 		Version:     ResourceDocVersion,
-		List:        sdk.Bind2(svc, (*Service).ResourceDocuments),
-		Get:         sdk.Bind(svc, (*Service).ResourceDocumentsByID),
-		Record:      sdk.Bind(svc, (*Service).ResourceRecord),
+		Source:      svc,
 	})
 
 	sdk.Add(p, sdk.Tool[AddResourceIn, Resource]{
 		Name: "booking.add_resource",
 		Description: "Add a bookable resource to the catalogue (operators only). It becomes searchable with " +
 			"platform.search and bookable with booking.create.",
-		Kind: sdk.Action, Pack: Pack, Permission: PermAdmin,
-		Handler: sdk.Handler(svc, (*Service).AddResource),
+		Kind: sdk.Action, Permission: PermAdmin,
+		Handler: sdk.Method(svc, (*Service).AddResource),
 	})
 	sdk.Add(p, sdk.Tool[ResourcesIn, ResourcesOut]{
 		Name:        "booking.resources",
 		Description: "List the bookable resources (rooms, desks, courts, …) with their slot length and opening hours (UTC).",
-		Kind:        sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: sdk.Handler(svc, (*Service).Resources),
+		Kind:        sdk.Read, Permission: PermCatalogue,
+		Handler: sdk.Method(svc, (*Service).Resources),
 	})
 	sdk.Add(p, sdk.Tool[AvailabilityIn, AvailabilityOut]{
 		Name: "booking.availability",
 		Description: "List the free future slots of one resource over 1 to 14 whole days (UTC), starting today or on a given date. " +
 			"Pass a slot's start to booking.create to book it.",
-		Kind: sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: sdk.Handler(svc, (*Service).Availability),
+		Kind: sdk.Read, Permission: PermCatalogue,
+		Handler: sdk.Method(svc, (*Service).Availability),
 	})
 	sdk.Add(p, sdk.Tool[ListIn, ListOut]{
 		Name:        "booking.list",
 		Description: "List your own bookings, ordered by start, optionally only active or only cancelled ones.",
-		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
-		Handler: sdk.Handler(svc, (*Service).List),
+		Kind:        sdk.Read, Permission: PermRead,
+		Handler: sdk.Method(svc, (*Service).List),
 	})
-	owner := sdk.Bind(svc, (*Service).Owner)
+	owner := sdk.Method(svc, (*Service).Owner)
 	sdk.Add(p, sdk.Tool[IDIn, Booking]{
 		Name:        "booking.get",
 		Description: "Show one of your bookings by id.",
-		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
-		Handler: sdk.Handler(svc, (*Service).Get),
+		Kind:        sdk.Read, Permission: PermRead,
+		Handler: sdk.Method(svc, (*Service).Get),
 		Owner:   owner,
 	})
 	sdk.Add(p, sdk.Tool[CreateIn, Booking]{
 		Name: "booking.create",
 		Description: "Book one slot of a resource for yourself. start must be the start of a free future slot, " +
 			"as booking.availability lists them; a slot someone else booked first is a conflict.",
-		Kind: sdk.Action, Pack: Pack, Permission: PermWrite,
-		Handler: sdk.Handler(svc, (*Service).Create),
+		Kind: sdk.Action, Permission: PermWrite,
+		Handler: sdk.Method(svc, (*Service).Create),
 	})
 	sdk.Add(p, sdk.Tool[IDIn, CancelOut]{
 		Name: "booking.cancel",
 		Description: "Cancel one of your bookings that has not started yet; the slot becomes free for others. " +
 			"Cancelling an already cancelled booking changes nothing and says so.",
-		Kind: sdk.Action, Pack: Pack, Permission: PermWrite, Destructive: true,
-		Handler: sdk.Handler(svc, (*Service).Cancel),
+		Kind: sdk.Action, Permission: PermWrite, Destructive: true,
+		Handler: sdk.Method(svc, (*Service).Cancel),
 		Owner:   owner,
 	})
 }

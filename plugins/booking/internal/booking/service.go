@@ -229,7 +229,7 @@ func (s *Service) booking(ctx context.Context, id string) (store.Booking, error)
 
 // Owner names the user who owns the booking in, for the host's ownership
 // check of booking.get and booking.cancel.
-func (s *Service) Owner(ctx context.Context, in IDIn) (string, error) {
+func (s *Service) Owner(ctx context.Context, _ sdk.Call, in IDIn) (string, error) {
 	b, err := s.booking(ctx, in.ID)
 	if err != nil {
 		return "", err

@@ -127,7 +127,7 @@ func TestStoreFailures(t *testing.T) {
 		}},
 		{"list", func() error { _, err := s.List(ctx, alice, ListIn{}); return err }},
 		{"get", func() error { _, err := s.Get(ctx, alice, IDIn{ID: id}); return err }},
-		{"owner", func() error { _, err := s.Owner(ctx, IDIn{ID: id}); return err }},
+		{"owner", func() error { _, err := s.Owner(ctx, alice, IDIn{ID: id}); return err }},
 		{"create", func() error {
 			_, err := s.Create(ctx, alice, CreateIn{ResourceID: "room-aurora", Start: "2030-01-09T10:00:00Z"})
 			return err
