@@ -10,6 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/capgate/capgate/plugins/subscription/internal/subscription"
+	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -87,11 +88,11 @@ func TestInputBounds(t *testing.T) {
 	}
 }
 
-// TestOverLimitArgumentsRefused: sdktest does not validate arguments
-// against the input schema (the host does, before the plugin runs), so the
-// schema the plugin declares is checked here with the validator the host
-// uses (github.com/google/jsonschema-go), and the plugin, called directly
-// with the same arguments, must still answer a short tool error.
+// TestOverLimitArgumentsRefused: the schema the plugin declares refuses
+// every argument over its bounds, checked here with the validator the host
+// uses (github.com/google/jsonschema-go), and the gate sdktest runs refuses
+// the same arguments before the plugin sees them: an invalid-input error
+// naming the property, short however long the argument.
 func TestOverLimitArgumentsRefused(t *testing.T) {
 	c := start(t, demo)
 	schemas := inputSchemas(t, c)
@@ -113,12 +114,13 @@ func TestOverLimitArgumentsRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.refusal) {
 				t.Errorf("schema validation: %v; want a refusal naming %q", err, tc.refusal)
 			}
-			raw, te, err := c.Invoke(context.Background(), tc.capability, alice, tc.args)
-			if err != nil || te == nil {
-				t.Fatalf("plugin answered %s, %v; want a tool error", raw, err)
+			property, _, _ := strings.Cut(strings.TrimPrefix(tc.refusal, "/properties/"), ":")
+			raw, err := c.Invoke(context.Background(), tc.capability, alice, tc.args)
+			if !sdk.IsInvalidInput(err) || !strings.Contains(err.Error(), "invalid arguments for "+tc.capability) || !strings.Contains(err.Error(), property) {
+				t.Fatalf("through the gate: %s, %v; want its invalid-input error naming %s", raw, err, property)
 			}
-			if len(te.Message) > 400 {
-				t.Errorf("tool error of %d bytes echoes the argument: %.120q…", len(te.Message), te.Message)
+			if len(err.Error()) > 400 {
+				t.Errorf("error of %d bytes echoes the argument: %.120q…", len(err.Error()), err.Error())
 			}
 		})
 	}
@@ -132,6 +134,14 @@ func TestOverLimitArgumentsRefused(t *testing.T) {
 		if err := validate(t, schemas[capability], args); err != nil {
 			t.Errorf("%s %v refused: %v", capability, args, err)
 		}
+		if _, err := c.Invoke(context.Background(), capability, alice, args); err != nil && strings.Contains(err.Error(), "invalid arguments") {
+			t.Errorf("%s %v refused by the gate: %v", capability, args, err)
+		}
+	}
+	// The refused subscribe and cancel changed nothing: alice holds her
+	// one seeded subscription, still renewing.
+	if hers := list(t, c, alice, nil); len(hers) != 1 || hers[0].CancelAt != "" {
+		t.Errorf("alice has %+v after refused calls; want her seeded subscription, unchanged", hers)
 	}
 }
 

@@ -18,9 +18,12 @@ const PlanDocVersion = "1"
 // The catalogue is a handful of plans, so the provider reads it whole and
 // pages in memory rather than adding paged queries to the store.
 
-// PlanDocuments returns up to limit plans whose id sorts after after, as
+// The Service is the sdk.EntitySource of subscription.plan.
+var _ sdk.EntitySource = (*Service)(nil)
+
+// Documents returns up to limit plans whose id sorts after after, as
 // search documents.
-func (s *Service) PlanDocuments(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
+func (s *Service) Documents(ctx context.Context, after string, limit int) ([]sdk.Document, error) {
 	ps, err := s.store.Plans(ctx) // ordered by id
 	if err != nil {
 		return nil, err
@@ -37,9 +40,8 @@ func (s *Service) PlanDocuments(ctx context.Context, after string, limit int) ([
 	return docs, nil
 }
 
-// PlanDocumentsByID returns the documents of the plans among ids that
-// exist.
-func (s *Service) PlanDocumentsByID(ctx context.Context, ids []string) ([]sdk.Document, error) {
+// DocumentsByID returns the documents of the plans among ids that exist.
+func (s *Service) DocumentsByID(ctx context.Context, ids []string) ([]sdk.Document, error) {
 	var docs []sdk.Document
 	for _, id := range ids {
 		p, err := s.store.Plan(ctx, id)
@@ -54,8 +56,8 @@ func (s *Service) PlanDocumentsByID(ctx context.Context, ids []string) ([]sdk.Do
 	return docs, nil
 }
 
-// PlanRecord is the full record of a plan, as subscription.plans shows it.
-func (s *Service) PlanRecord(ctx context.Context, id string) (any, error) {
+// Record is the full record of a plan, as subscription.plans shows it.
+func (s *Service) Record(ctx context.Context, id string) (any, error) {
 	p, err := s.store.Plan(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, sdk.NotFound("no %s with id %s", EntityPlan, shortQuote(id))

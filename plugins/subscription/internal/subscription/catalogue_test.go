@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/capgate/capgate/plugins/subscription/internal/subscription"
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -40,21 +40,20 @@ func TestPlanDocumentsPaging(t *testing.T) {
 				if pages > len(want)+1 {
 					t.Fatalf("paging does not end: %v", got)
 				}
-				resp, err := c.Documents(ctx, subscription.EntityPlan, after, limit)
+				page, more, err := c.Documents(ctx, subscription.EntityPlan, after, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
-				page := resp.GetDocuments()
 				if limit > 0 && len(page) > limit {
 					t.Fatalf("page of %d documents; limit %d", len(page), limit)
 				}
 				for _, d := range page {
-					got = append(got, d.GetId())
+					got = append(got, d.ID)
 				}
-				if !resp.GetMore() {
+				if !more {
 					break
 				}
-				after = page[len(page)-1].GetId()
+				after = page[len(page)-1].ID
 			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("pages gave %v; want each plan once in id order: %v", got, want)
@@ -62,19 +61,19 @@ func TestPlanDocumentsPaging(t *testing.T) {
 		})
 	}
 	for _, after := range []string{want[len(want)-1], "zzz"} {
-		resp, err := c.Documents(ctx, subscription.EntityPlan, after, 0)
-		if err != nil || len(resp.GetDocuments()) != 0 || resp.GetMore() {
-			t.Errorf("after %q: %v, %v; want an empty last page", after, resp, err)
+		page, more, err := c.Documents(ctx, subscription.EntityPlan, after, 0)
+		if err != nil || len(page) != 0 || more {
+			t.Errorf("after %q: %v, more %v, %v; want an empty last page", after, page, more, err)
 		}
 	}
 	// An after that is not an id starts at the next id.
-	resp, err := c.Documents(ctx, subscription.EntityPlan, "plus", 1)
-	if err != nil || len(resp.GetDocuments()) != 1 || resp.GetDocuments()[0].GetId() != "plus-monthly" {
-		t.Errorf("after plus: %v, %v; want plus-monthly", resp, err)
+	page, _, err := c.Documents(ctx, subscription.EntityPlan, "plus", 1)
+	if err != nil || len(page) != 1 || page[0].ID != "plus-monthly" {
+		t.Errorf("after plus: %v, %v; want plus-monthly", page, err)
 	}
-	resp, err = start(t, nil).Documents(ctx, subscription.EntityPlan, "", 0)
-	if err != nil || len(resp.GetDocuments()) != 0 || resp.GetMore() {
-		t.Errorf("unseeded documents: %v, %v", resp, err)
+	page, more, err := start(t, nil).Documents(ctx, subscription.EntityPlan, "", 0)
+	if err != nil || len(page) != 0 || more {
+		t.Errorf("unseeded documents: %v, more %v, %v", page, more, err)
 	}
 }
 
@@ -83,20 +82,20 @@ func TestPlanDocumentsPaging(t *testing.T) {
 func TestPlanDocuments(t *testing.T) {
 	c := start(t, demo)
 	byID := demoPlans(t, c)
-	resp, err := c.Documents(context.Background(), subscription.EntityPlan, "", 0)
-	if err != nil || len(resp.GetDocuments()) != len(byID) {
-		t.Fatalf("documents = %v, %v; want %d", resp, err, len(byID))
+	docs, _, err := c.Documents(context.Background(), subscription.EntityPlan, "", 0)
+	if err != nil || len(docs) != len(byID) {
+		t.Fatalf("documents = %v, %v; want %d", docs, err, len(byID))
 	}
-	for _, d := range resp.GetDocuments() {
-		p := byID[d.GetId()]
+	for _, d := range docs {
+		p := byID[d.ID]
 		billing := map[string]string{"month": "monthly", "year": "yearly"}[p.Period]
-		if d.GetTitle() != p.Name || d.GetBody() != p.Description || d.GetFields()["billing"] != billing ||
-			!strings.HasSuffix(d.GetFields()["price"], " EUR per "+p.Period) {
+		if d.Title != p.Name || d.Body != p.Description || d.Fields["billing"] != billing ||
+			!strings.HasSuffix(d.Fields["price"], " EUR per "+p.Period) {
 			t.Errorf("document %v; want the text of %+v", d, p)
 		}
 	}
-	if d, _ := c.DocumentsByID(context.Background(), subscription.EntityPlan, "plus-yearly"); d.GetDocuments()[0].GetFields()["price"] != "99.90 EUR per year" {
-		t.Errorf("plus-yearly price field = %q", d.GetDocuments()[0].GetFields()["price"])
+	if d, err := c.DocumentsByID(context.Background(), subscription.EntityPlan, "plus-yearly"); err != nil || len(d) != 1 || d[0].Fields["price"] != "99.90 EUR per year" {
+		t.Errorf("plus-yearly documents = %v, %v; want its price field 99.90 EUR per year", d, err)
 	}
 }
 
@@ -112,17 +111,17 @@ func TestPlanDocumentsByID(t *testing.T) {
 		{"none exist", []string{"gold"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := c.DocumentsByID(context.Background(), subscription.EntityPlan, tc.ids...)
+			docs, err := c.DocumentsByID(context.Background(), subscription.EntityPlan, tc.ids...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, d := range resp.GetDocuments() {
-				got = append(got, d.GetId())
+			for _, d := range docs {
+				got = append(got, d.ID)
 			}
 			slices.Sort(got)
-			if !slices.Equal(got, tc.want) || resp.GetMore() {
-				t.Errorf("documents %v, more %v; want %v", got, resp.GetMore(), tc.want)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("documents %v; want %v", got, tc.want)
 			}
 		})
 	}
@@ -134,9 +133,9 @@ func TestPlanRecord(t *testing.T) {
 	c := start(t, demo)
 	ctx := context.Background()
 	for id, p := range demoPlans(t, c) {
-		raw, te, err := c.Record(ctx, subscription.EntityPlan, id)
-		if err != nil || te != nil {
-			t.Fatalf("record %s: %v, %v", id, te, err)
+		raw, err := c.Record(ctx, subscription.EntityPlan, id)
+		if err != nil {
+			t.Fatalf("record %s: %v", id, err)
 		}
 		want, _ := json.Marshal(p)
 		if string(raw) != string(want) {
@@ -144,9 +143,9 @@ func TestPlanRecord(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"gold", "", strings.Repeat("x", 500)} {
-		raw, te, err := c.Record(ctx, subscription.EntityPlan, id)
-		if err != nil || te == nil || te.Code != capgatev1.ToolError_CODE_NOT_FOUND || !strings.Contains(te.Message, subscription.EntityPlan) || len(te.Message) > 200 {
-			t.Errorf("record %.20q = %s, %v, %v; want a short NotFound naming the entity type", id, raw, te, err)
+		raw, err := c.Record(ctx, subscription.EntityPlan, id)
+		if !sdk.IsNotFound(err) || !strings.Contains(err.Error(), subscription.EntityPlan) || len(err.Error()) > 200 {
+			t.Errorf("record %.20q = %s, %v; want a short NotFound naming the entity type", id, raw, err)
 		}
 	}
 }

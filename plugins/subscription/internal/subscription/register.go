@@ -12,9 +12,6 @@ import (
 	"github.com/capgate/capgate/sdk/sqlstore"
 )
 
-// Pack is the operator toggle of every subscription capability.
-const Pack = "subscription"
-
 // Permissions the capabilities require.
 const (
 	PermRead      = "subscription.read"
@@ -57,86 +54,77 @@ type options struct {
 // so tests can move past period ends and renewals.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// Register adds the subscription capabilities to p. The service behind
+// Register adds the subscription capabilities to p, all in p's pack (its
+// name, subscription, unless p.SetPack chose another). The service behind
 // them is built when the host configures p: the store opens then, on the
-// database the dsn config key names, by default SQLite in the data directory
-// the host hands over.
+// database the dsn config key names, by default SQLite in the data
+// directory the host hands over.
 func Register(p *sdk.Plugin, opts ...Option) {
 	o := options{now: time.Now}
 	for _, f := range opts {
 		f(&o)
 	}
-	// svc is set once by OnConfigure; the SDK serves no call before that.
-	svc := &sdk.Configured[Service]{Plugin: p.Name()}
-
-	p.OnConfigure(func(ctx context.Context, env sdk.Env) error {
-		var cfg Config
-		if err := env.DecodeConfig(&cfg); err != nil {
-			return fmt.Errorf("subscription config: %w", err)
-		}
+	svc := sdk.Configure(p, func(ctx context.Context, env sdk.Env, cfg Config) (*Service, error) {
 		if cfg.Seed != "" && cfg.Seed != SeedDemo {
-			return fmt.Errorf("subscription config: seed %q is unknown; use %q or leave it out", cfg.Seed, SeedDemo)
+			return nil, fmt.Errorf("subscription config: seed %q is unknown; use %q or leave it out", cfg.Seed, SeedDemo)
 		}
 		st, err := openStore(ctx, cfg, env)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s := NewService(st, o.now, env.Logger)
 		s.SetPublisher(env.Publish)
 		if cfg.Seed != "" {
 			if _, err := s.Seed(ctx, cfg.Seed); err != nil {
 				st.Close()
-				return fmt.Errorf("subscription: %w", err)
+				return nil, fmt.Errorf("subscription: %w", err)
 			}
 		}
 		p.OnClose(st.Close)
-		svc.Set(s)
-		return nil
+		return s, nil
 	})
 
 	// Plans are a public catalogue and searchable; subscriptions are not,
-	// as they belong to a person.
+	// as they belong to a person. The Service is the catalogue's source.
 	p.ProvideEntity(sdk.Entity{
 		Name:        EntityPlan,
 		Description: "a subscription plan: what it includes, its price and period; subscribe with subscription.subscribe",
 		Version:     PlanDocVersion,
-		List:        sdk.Bind2(svc, (*Service).PlanDocuments),
-		Get:         sdk.Bind(svc, (*Service).PlanDocumentsByID),
-		Record:      sdk.Bind(svc, (*Service).PlanRecord),
+		Source:      svc,
 	})
 
 	sdk.Add(p, sdk.Tool[PlansIn, PlansOut]{
 		Name:        "subscription.plans",
 		Description: "List the subscription plans with what they include, their price (in cents) and period (month or year).",
-		Kind:        sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: sdk.Handler(svc, (*Service).Plans),
+		Kind:        sdk.Read, Permission: PermCatalogue,
+		Handler: sdk.Method(svc, (*Service).Plans),
 	})
 	sdk.Add(p, sdk.Tool[ListIn, ListOut]{
 		Name:        "subscription.list",
 		Description: "List your own subscriptions, ordered by start, optionally only active or only cancelled ones.",
-		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
-		Handler: sdk.Handler(svc, (*Service).List),
+		Kind:        sdk.Read, Permission: PermRead,
+		Handler: sdk.Method(svc, (*Service).List),
 	})
 	sdk.Add(p, sdk.Tool[IDIn, Subscription]{
 		Name:        "subscription.get",
 		Description: "Show one of your subscriptions by id.",
-		Kind:        sdk.Read, Pack: Pack, Permission: PermRead,
-		Handler: sdk.Handler(svc, (*Service).Get),
-		Owner:   sdk.Bind(svc, func(s *Service, ctx context.Context, in IDIn) (string, error) { return s.Owner(ctx, in.ID) }),
+		Kind:        sdk.Read, Permission: PermRead,
+		Handler: sdk.Method(svc, (*Service).Get),
+		Owner:   sdk.Method(svc, (*Service).Owner),
 	})
 	sdk.Add(p, sdk.Tool[SubscribeIn, Subscription]{
 		Name: "subscription.subscribe",
 		Description: "Subscribe yourself to a plan from subscription.plans; it starts now and renews every period until cancelled. " +
 			"You can hold one active subscription per plan: a second is a conflict naming the one you have.",
-		Kind: sdk.Action, Pack: Pack, Permission: PermWrite,
-		Handler: sdk.Handler(svc, (*Service).Subscribe),
+		Kind: sdk.Action, Permission: PermWrite,
+		Handler: sdk.Method(svc, (*Service).Subscribe),
 	})
 	sdk.Add(p, sdk.Tool[CancelIn, CancelOut]{
 		Name: "subscription.cancel",
 		Description: "Cancel one of your subscriptions. By default it stays active until the end of the paid period and then ends " +
 			"(at_period_end true); at_period_end false ends it now. Cancelling again changes nothing and says so.",
-		Kind: sdk.Action, Pack: Pack, Permission: PermWrite, Destructive: true,
-		Handler: sdk.Handler(svc, (*Service).Cancel),
-		Owner:   sdk.Bind(svc, func(s *Service, ctx context.Context, in CancelIn) (string, error) { return s.Owner(ctx, in.ID) }),
+		Kind: sdk.Action, Permission: PermWrite, Destructive: true,
+		Handler: sdk.Method(svc, (*Service).Cancel),
+		Owner:   sdk.Method(svc, (*Service).CancelOwner),
 	})
 }

@@ -154,9 +154,19 @@ func (s *Service) subscription(ctx context.Context, id string) (store.Subscripti
 	return sub, err
 }
 
-// Owner names the user who owns the subscription id, for the host's
-// ownership check of subscription.get and subscription.cancel.
-func (s *Service) Owner(ctx context.Context, id string) (string, error) {
+// Owner names the user who owns the subscription in names, for the
+// host's ownership check of subscription.get.
+func (s *Service) Owner(ctx context.Context, _ sdk.Call, in IDIn) (string, error) {
+	return s.owner(ctx, in.ID)
+}
+
+// CancelOwner names the user who owns the subscription in names, for the
+// host's ownership check of subscription.cancel.
+func (s *Service) CancelOwner(ctx context.Context, _ sdk.Call, in CancelIn) (string, error) {
+	return s.owner(ctx, in.ID)
+}
+
+func (s *Service) owner(ctx context.Context, id string) (string, error) {
 	sub, err := s.subscription(ctx, id)
 	if err != nil {
 		return "", err

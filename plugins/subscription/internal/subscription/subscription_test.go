@@ -3,6 +3,7 @@ package subscription_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,9 +26,9 @@ import (
 var now = time.Date(2030, 1, 7, 9, 30, 0, 0, time.UTC)
 
 const (
-	notFound = capgatev1.ToolError_CODE_NOT_FOUND
-	invalid  = capgatev1.ToolError_CODE_INVALID_INPUT
-	conflict = capgatev1.ToolError_CODE_CONFLICT
+	notFound = sdk.CodeNotFound
+	invalid  = sdk.CodeInvalidInput
+	conflict = sdk.CodeConflict
 
 	seededStart = "2029-12-28T09:30:00Z"
 	seededEnd   = "2030-01-28T09:30:00Z"
@@ -38,6 +39,8 @@ var (
 	bob     = sdk.Principal{Role: "customer", Scope: "action", UserID: "bob"}
 	carol   = sdk.Principal{Role: "customer", Scope: "action", UserID: "carol"}
 	unbound = sdk.Principal{Role: "customer", Scope: "read"}
+	// operator's admin scope acts on any user's subscriptions.
+	operator = sdk.Principal{Role: "admin", Scope: "admin", UserID: "ops"}
 	demo    = map[string]any{"seed": "demo"}
 	yes, no = true, false
 )
@@ -64,24 +67,35 @@ func startIn(t *testing.T, dir string, at time.Time, config any) *sdktest.Client
 	return c
 }
 
-// fail calls a capability that must fail with a tool error of code whose
+// fail calls a capability that must fail with an error the agent can act
+// on (an *sdk.Error, the gate's argument check included) of code, whose
 // message contains every one of want.
-func fail(t *testing.T, c *sdktest.Client, capability string, pr sdk.Principal, args any, code capgatev1.ToolError_Code, want ...string) {
+func fail(t *testing.T, c *sdktest.Client, capability string, pr sdk.Principal, args any, code sdk.ErrorCode, want ...string) {
 	t.Helper()
-	raw, te, err := c.Invoke(context.Background(), capability, pr, args)
-	if err != nil {
-		t.Fatalf("%s(%v): transport error %v; want a %s tool error", capability, args, err, code)
-	}
-	if te == nil {
-		t.Fatalf("%s(%v) succeeded with %s; want a %s tool error", capability, args, raw, code)
-	}
-	if te.Code != code {
-		t.Fatalf("%s(%v) failed with %v; want code %s", capability, args, te, code)
+	raw, err := c.Invoke(context.Background(), capability, pr, args)
+	var e *sdk.Error
+	switch {
+	case err == nil:
+		t.Fatalf("%s(%v) succeeded with %s; want a %s error", capability, args, raw, code)
+	case !errors.As(err, &e):
+		t.Fatalf("%s(%v) failed with %v; want a %s error for the agent, not a refusal or an internal failure", capability, args, err, code)
+	case e.Code != code:
+		t.Fatalf("%s(%v) failed with %v (%s); want code %s", capability, args, e, e.Code, code)
 	}
 	for _, w := range want {
-		if !strings.Contains(te.Message, w) {
-			t.Fatalf("%s(%v) message %q; want it to contain %q", capability, args, te.Message, w)
+		if !strings.Contains(e.Message, w) {
+			t.Fatalf("%s(%v) message %q; want it to contain %q", capability, args, e.Message, w)
 		}
+	}
+}
+
+// refused calls a capability that the gate must refuse at step, before the
+// plugin runs it.
+func refused(t *testing.T, c *sdktest.Client, capability string, pr sdk.Principal, args any, step sdk.Step) {
+	t.Helper()
+	raw, err := c.Invoke(context.Background(), capability, pr, args)
+	if got := sdk.RefusedAt(err); got != step {
+		t.Fatalf("%s(%v) as %+v = %s, %v (refused at %q); want a refusal at %s", capability, args, pr, raw, err, got, step)
 	}
 }
 
@@ -176,12 +190,13 @@ func TestConfigure(t *testing.T) {
 		{"unknown key", map[string]any{"seed": "demo", "dns": "postgres://x"}, "", `"dns"`},
 		{"dsn of another engine", map[string]any{"dsn": "mysql://u:s3cret@db/subscription"}, "", "dsn must be a postgres:// or postgresql:// URL"},
 		{"dsn in key=value form", map[string]any{"dsn": "host=db password=s3cret"}, "", "left out for SQLite"},
-		{"dsn of the wrong type", map[string]any{"dsn": 5}, "", "subscription config"},
+		// sdk.Configure decodes the block, naming the option.
+		{"dsn of the wrong type", map[string]any{"dsn": 5}, "", "plugin config: json: cannot unmarshal number into Go struct field Config.dsn"},
 		{"postgres unreachable", map[string]any{"dsn": "postgres://u:s3cret@127.0.0.1:1/subscription?connect_timeout=2"}, "",
 			"subscription config: dsn postgres://u:xxxxx@127.0.0.1:1/subscription"},
 		{"postgresql URL unparsable", map[string]any{"dsn": "postgresql://u:s3cret@127.0.0.1:port/subscription"}, "",
 			"subscription config: dsn postgresql://(unparsable URL)"},
-		{"seed of the wrong type", map[string]any{"seed": 5}, "", "subscription config"},
+		{"seed of the wrong type", map[string]any{"seed": 5}, "", "plugin config: json: cannot unmarshal number into Go struct field Config.seed"},
 		{"data dir is a file", nil, fileDir, "not a directory"},
 		{"data dir missing", nil, filepath.Join(t.TempDir(), "gone"), "data directory"},
 		{"database file is not a database", nil, garbageDir, subscription.DBFile},
@@ -316,10 +331,12 @@ func TestDemoSeed(t *testing.T) {
 				if !idPattern.MatchString(s.ID) || s.Status != "active" || s.StartedAt != seededStart || s.CurrentPeriodEnd != seededEnd || s.CancelAt != "" {
 					t.Errorf("seeded subscription %+v", s)
 				}
-				owner, te, err := c.ResolveOwner(context.Background(), "subscription.get", subscription.IDIn{ID: s.ID})
-				if err != nil || te != nil || owner != tc.user.UserID {
-					t.Errorf("owner of %s = %q, %v, %v; want %s", s.ID, owner, te, err, tc.user.UserID)
+				// Its owner is the user it was seeded for: she may read
+				// it, and anyone else is refused at the ownership step.
+				if got := sdktest.Call[subscription.Subscription](t, c, "subscription.get", tc.user, subscription.IDIn{ID: s.ID}); got != s {
+					t.Errorf("%s gets %+v; want her listed %+v", tc.user.UserID, got, s)
 				}
+				refused(t, c, "subscription.get", carol, subscription.IDIn{ID: s.ID}, sdk.StepOwnership)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.plans) {
 				t.Fatalf("subscriptions to %v; want %v", got, tc.plans)
@@ -350,9 +367,9 @@ func TestSeedOnlyOnFirstStart(t *testing.T) {
 }
 
 func TestPlansUnseeded(t *testing.T) {
-	raw, te, err := start(t, nil).Invoke(context.Background(), "subscription.plans", unbound, nil)
-	if err != nil || te != nil || string(raw) != `{"plans":[]}` {
-		t.Fatalf("unseeded plans = %s, %v, %v; want an empty array, not null", raw, te, err)
+	raw, err := start(t, nil).Invoke(context.Background(), "subscription.plans", unbound, nil)
+	if err != nil || string(raw) != `{"plans":[]}` {
+		t.Fatalf("unseeded plans = %s, %v; want an empty array, not null", raw, err)
 	}
 }
 
@@ -366,9 +383,8 @@ func TestSubscribe(t *testing.T) {
 	if stored := sdktest.Call[subscription.Subscription](t, c, "subscription.get", carol, subscription.IDIn{ID: got.ID}); stored != want {
 		t.Fatalf("get = %+v; want %+v", stored, want)
 	}
-	if owner, te, err := c.ResolveOwner(context.Background(), "subscription.cancel", subscription.CancelIn{ID: got.ID}); owner != "carol" || te != nil || err != nil {
-		t.Fatalf("owner = %q, %v, %v; want carol", owner, te, err)
-	}
+	// The subscription is carol's: anyone else is refused its cancel.
+	refused(t, c, "subscription.cancel", bob, subscription.CancelIn{ID: got.ID}, sdk.StepOwnership)
 	// Another plan is fine; the same plan for another user too.
 	subscribe(t, c, carol, "plus-monthly")
 	subscribe(t, c, bob, "pro-yearly")
@@ -384,20 +400,23 @@ func TestSubscribeErrors(t *testing.T) {
 		name string
 		pr   sdk.Principal
 		in   any
-		code capgatev1.ToolError_Code
+		code sdk.ErrorCode
 		want []string
 	}{
 		{"no plan", alice, subscription.SubscribeIn{}, invalid, []string{"plan_id is required", "subscription.plans"}},
 		{"unknown plan", alice, subscription.SubscribeIn{PlanID: "gold"}, notFound, []string{`no plan with id "gold"`}},
-		{"long unknown plan", alice, subscription.SubscribeIn{PlanID: strings.Repeat("x", 500)}, notFound, []string{"no plan with id", "…"}},
+		// The gate refuses a plan id longer than the schema allows,
+		// naming the field, before the plugin runs.
+		{"long unknown plan", alice, subscription.SubscribeIn{PlanID: strings.Repeat("x", 500)}, invalid, []string{"plan_id", "more than 63"}},
 		{"held already", alice, subscription.SubscribeIn{PlanID: "plus-monthly"}, conflict, []string{"already have an active subscription to plus-monthly", existing.ID}},
-		{"unbound token", unbound, subscription.SubscribeIn{PlanID: "plus-monthly"}, invalid, []string{"not bound to a user"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fail(t, c, "subscription.subscribe", tc.pr, tc.in, tc.code, tc.want...)
 		})
 	}
+	// An unbound token acts for nobody: the gate refuses it an action.
+	refused(t, c, "subscription.subscribe", unbound, subscription.SubscribeIn{PlanID: "plus-monthly"}, sdk.StepUserBinding)
 	if n := len(list(t, c, alice, nil)); n != 1 {
 		t.Fatalf("refused subscribes left alice with %d subscriptions; want 1", n)
 	}
@@ -425,7 +444,6 @@ func TestConcurrentSubscribes(t *testing.T) {
 	const n = 20
 	type result struct {
 		raw json.RawMessage
-		te  *sdktest.ToolError
 		err error
 	}
 	results := make([]result, n)
@@ -436,8 +454,8 @@ func TestConcurrentSubscribes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-ready
-			raw, te, err := c.Invoke(context.Background(), "subscription.subscribe", carol, subscription.SubscribeIn{PlanID: "pro-monthly"})
-			results[i] = result{raw, te, err}
+			raw, err := c.Invoke(context.Background(), "subscription.subscribe", carol, subscription.SubscribeIn{PlanID: "pro-monthly"})
+			results[i] = result{raw, err}
 		}()
 	}
 	close(ready)
@@ -446,25 +464,23 @@ func TestConcurrentSubscribes(t *testing.T) {
 	var won, lost int
 	for i, r := range results {
 		switch {
-		case r.err != nil:
-			t.Fatalf("racer %d: %v", i, r.err)
-		case r.te == nil:
+		case r.err == nil:
 			won++
 			if err := json.Unmarshal(r.raw, &winner); err != nil {
 				t.Fatal(err)
 			}
-		case r.te.Code == conflict:
+		case sdk.CodeOf(r.err) == conflict:
 			lost++
 		default:
-			t.Fatalf("racer %d: %v", i, r.te)
+			t.Fatalf("racer %d: %v", i, r.err)
 		}
 	}
 	if won != 1 || lost != n-1 {
 		t.Fatalf("%d concurrent subscribes: %d won, %d conflicts; want 1 and %d", n, won, lost, n-1)
 	}
 	for i, r := range results {
-		if r.te != nil && !strings.Contains(r.te.Message, winner.ID) {
-			t.Errorf("racer %d conflict %q does not name the winner %s", i, r.te.Message, winner.ID)
+		if r.err != nil && !strings.Contains(r.err.Error(), winner.ID) {
+			t.Errorf("racer %d conflict %q does not name the winner %s", i, r.err, winner.ID)
 		}
 	}
 	if got := list(t, c, carol, subscription.ListIn{Status: "active"}); len(got) != 1 || got[0].ID != winner.ID {
@@ -477,7 +493,7 @@ func TestGetAndOwnerErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		id   string
-		code capgatev1.ToolError_Code
+		code sdk.ErrorCode
 		want string
 	}{
 		{"unknown id", "sub_aaaaaaaaaaaa", notFound, `no subscription with id "sub_aaaaaaaaaaaa"`},
@@ -487,13 +503,13 @@ func TestGetAndOwnerErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fail(t, c, "subscription.get", alice, subscription.IDIn{ID: tc.id}, tc.code, tc.want)
-			fail(t, c, "subscription.cancel", alice, subscription.CancelIn{ID: tc.id}, tc.code, tc.want)
-			for _, capability := range []string{"subscription.get", "subscription.cancel"} {
-				owner, te, err := c.ResolveOwner(context.Background(), capability, subscription.IDIn{ID: tc.id})
-				if err != nil || te == nil || te.Code != tc.code || !strings.Contains(te.Message, tc.want) {
-					t.Fatalf("ResolveOwner(%s, %q) = %q, %v, %v; want %s %q", capability, tc.id, owner, te, err, tc.code, tc.want)
-				}
+			// The ownership step (Owner, CancelOwner) answers first, in
+			// the same call: its error is the caller's, and an admin, whom
+			// no owner is asked about, gets the same answer from the
+			// handler.
+			for _, pr := range []sdk.Principal{alice, operator} {
+				fail(t, c, "subscription.get", pr, subscription.IDIn{ID: tc.id}, tc.code, tc.want)
+				fail(t, c, "subscription.cancel", pr, subscription.CancelIn{ID: tc.id}, tc.code, tc.want)
 			}
 		})
 	}
@@ -527,12 +543,12 @@ func TestList(t *testing.T) {
 			}
 		})
 	}
-	raw, te, err := c.Invoke(context.Background(), "subscription.list", carol, nil)
-	if err != nil || te != nil || string(raw) != `{"subscriptions":[]}` {
-		t.Fatalf("empty list = %s, %v, %v; want an empty array, not null", raw, te, err)
+	raw, err := c.Invoke(context.Background(), "subscription.list", carol, nil)
+	if err != nil || string(raw) != `{"subscriptions":[]}` {
+		t.Fatalf("empty list = %s, %v; want an empty array, not null", raw, err)
 	}
 	// A running subscription carries no cancel_at at all, not an empty one.
-	raw, _, _ = c.Invoke(context.Background(), "subscription.get", alice, subscription.IDIn{ID: seeded.ID})
+	raw, _ = c.Invoke(context.Background(), "subscription.get", alice, subscription.IDIn{ID: seeded.ID})
 	if strings.Contains(string(raw), "cancel_at") {
 		t.Fatalf("running subscription = %s; want no cancel_at", raw)
 	}
@@ -689,15 +705,11 @@ func TestConcurrentCancels(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-ready
-					raw, te, err := c.Invoke(context.Background(), "subscription.cancel", bob, subscription.CancelIn{ID: target.ID, AtPeriodEnd: &atPeriodEnd})
-					switch {
-					case err != nil:
-						errs[i] = err
-					case te != nil:
-						errs[i] = te
-					default:
-						errs[i] = json.Unmarshal(raw, &outs[i])
+					raw, err := c.Invoke(context.Background(), "subscription.cancel", bob, subscription.CancelIn{ID: target.ID, AtPeriodEnd: &atPeriodEnd})
+					if err == nil {
+						err = json.Unmarshal(raw, &outs[i])
 					}
+					errs[i] = err
 				}()
 			}
 			close(ready)
@@ -734,8 +746,9 @@ func TestConcurrentCancels(t *testing.T) {
 	}
 }
 
-// TestMalformedArguments sends what an agent might send past a lenient
-// gate: every answer is a tool error or a result, never a crash.
+// TestMalformedArguments sends what an agent might send: every answer,
+// the gate's or the plugin's, is an invalid-input or not-found error the
+// agent can act on, never a crash, a refusal or an internal failure.
 func TestMalformedArguments(t *testing.T) {
 	c := start(t, demo)
 	tests := []struct {
@@ -753,12 +766,9 @@ func TestMalformedArguments(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.capability+" "+tc.args, func(t *testing.T) {
-			_, te, err := c.Invoke(context.Background(), tc.capability, alice, json.RawMessage(tc.args))
-			if err != nil {
-				t.Fatalf("transport error %v; want a tool error", err)
-			}
-			if te == nil || (te.Code != invalid && te.Code != notFound) {
-				t.Fatalf("got %v; want an invalid-input or not-found tool error", te)
+			raw, err := c.Invoke(context.Background(), tc.capability, alice, json.RawMessage(tc.args))
+			if code := sdk.CodeOf(err); code != invalid && code != notFound {
+				t.Fatalf("got %s, %v; want an invalid-input or not-found error", raw, err)
 			}
 		})
 	}
