@@ -39,11 +39,12 @@ var (
 	bob     = sdk.Principal{Role: "customer", Scope: "action", UserID: "bob"}
 	carol   = sdk.Principal{Role: "customer", Scope: "action", UserID: "carol"}
 	unbound = sdk.Principal{Role: "customer", Scope: "read"}
-	// operator's admin scope acts on any user's subscriptions.
-	operator = sdk.Principal{Role: "admin", Scope: "admin", UserID: "ops"}
 	demo    = map[string]any{"seed": "demo"}
 	yes, no = true, false
 )
+
+// operator's admin scope acts on any user's subscriptions.
+var operator = sdk.Principal{Role: "admin", Scope: "admin", UserID: "ops"}
 
 var idPattern = regexp.MustCompile(`^sub_[a-z2-7]{12}$`)
 
