@@ -1,7 +1,6 @@
 package search
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,28 +12,21 @@ import (
 
 	"github.com/capgate/capgate/plugins/search/internal/index"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
-// The bounds the input schemas declare (wire.go), enforced here too for
-// callers that reach the plugin without the host's validation: the plugin
-// holds on its own.
+// The bounds the input schemas declare (package platform states them),
+// enforced here too for callers that reach the plugin without the host's
+// validation: the plugin holds on its own.
 const (
-	// maxQueryLen is the index's own bound (two long sentences fit).
-	maxQueryLen = index.MaxQueryLen
-	// maxEntityLen fits any dotted entity type name with room to spare:
-	// the longest provided today, subscription.plan, has 17 characters.
-	maxEntityLen = 128
-	// maxIDLen fits record ids of every shape seen (slugs of at most 63
-	// characters, UUIDs, composite keys) with room to spare.
-	maxIDLen = 256
-	// maxLimit is the ceiling of the host's max_results, to which a larger
-	// limit is capped anyway.
-	maxLimit = 1000
+	// maxQueryLen is the index's own bound; TestDeclaredBounds holds it
+	// equal to the declared one.
+	maxQueryLen  = index.MaxQueryLen
+	maxEntityLen = platform.MaxEntityLen
+	maxIDLen     = platform.MaxIDLen
+	maxLimit     = platform.MaxLimit
+	maxCursorLen = platform.MaxCursorLen
 )
-
-// maxCursorLen fits the cursor of the longest entity type and id: the
-// base64 of entity + "/" + id, an id's character taking up to 4 bytes.
-var maxCursorLen = base64.RawURLEncoding.EncodedLen(maxEntityLen + 1 + utf8.UTFMax*maxIDLen)
 
 // checkLen refuses a value over its declared bound, before it is looked at
 // further.
@@ -80,26 +72,26 @@ func checkEntity(cat *catalogue, entity string) error {
 // ran out, told apart from the caller's own cancellation.
 var errQueryTimeout = errors.New("query_timeout exceeded")
 
-func (s *service) search(ctx context.Context, in SearchIn) (SearchOut, error) {
+func (s *service) search(ctx context.Context, _ sdk.Call, in platform.SearchIn) (platform.SearchOut, error) {
 	text := strings.TrimSpace(in.Query)
 	if text == "" {
-		return SearchOut{}, sdk.InvalidInput("query is empty: give the words to search for, e.g. \"meeting room\"")
+		return platform.SearchOut{}, sdk.InvalidInput("query is empty: give the words to search for, e.g. \"meeting room\"")
 	}
 	if err := checkLen("entity", in.Entity, maxEntityLen); err != nil {
-		return SearchOut{}, err
+		return platform.SearchOut{}, err
 	}
 	limit, err := s.limit(in.Limit)
 	if err != nil {
-		return SearchOut{}, err
+		return platform.SearchOut{}, err
 	}
 	cat, idx, release, err := s.acquire()
 	if err != nil {
-		return SearchOut{}, err
+		return platform.SearchOut{}, err
 	}
 	defer release()
 	if in.Entity != "" {
 		if err := checkEntity(cat, in.Entity); err != nil {
-			return SearchOut{}, err
+			return platform.SearchOut{}, err
 		}
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, s.queryTimeout, errQueryTimeout)
@@ -107,11 +99,11 @@ func (s *service) search(ctx context.Context, in SearchIn) (SearchOut, error) {
 	// The index refuses a query over its limits before any work.
 	hits, err := idx.Search(ctx, index.Query{Text: text, Entity: in.Entity, Limit: limit})
 	if err != nil {
-		return SearchOut{}, s.searchError(ctx, in, err)
+		return platform.SearchOut{}, s.searchError(ctx, in, err)
 	}
-	out := SearchOut{Hits: make([]Hit, 0, len(hits))}
+	out := platform.SearchOut{Hits: make([]platform.Hit, 0, len(hits))}
 	for _, h := range hits {
-		out.Hits = append(out.Hits, Hit{Entity: h.Entity, ID: h.ID, Title: h.Title, Snippet: h.Snippet, Score: h.Score})
+		out.Hits = append(out.Hits, platform.Hit{Entity: h.Entity, ID: h.ID, Title: h.Title, Snippet: h.Snippet, Score: h.Score})
 	}
 	return out, nil
 }
@@ -119,7 +111,7 @@ func (s *service) search(ctx context.Context, in SearchIn) (SearchOut, error) {
 // searchError is what the agent is told of a failed search: what to change
 // when the query was at fault, the index's error otherwise (which quotes
 // only the start of the query).
-func (s *service) searchError(ctx context.Context, in SearchIn, err error) error {
+func (s *service) searchError(ctx context.Context, in platform.SearchIn, err error) error {
 	var le *index.LimitError
 	switch {
 	case errors.Is(err, index.ErrEmptyQuery):
@@ -136,81 +128,79 @@ func (s *service) searchError(ctx context.Context, in SearchIn, err error) error
 	return err
 }
 
-func (s *service) get(ctx context.Context, in GetIn) (GetOut, error) {
+func (s *service) get(ctx context.Context, _ sdk.Call, in platform.GetIn) (platform.GetOut, error) {
 	if err := checkLen("entity", in.Entity, maxEntityLen); err != nil {
-		return GetOut{}, err
+		return platform.GetOut{}, err
 	}
 	if err := checkLen("id", in.ID, maxIDLen); err != nil {
-		return GetOut{}, err
+		return platform.GetOut{}, err
 	}
 	cat, err := s.catalogue()
 	if err != nil {
-		return GetOut{}, err
+		return platform.GetOut{}, err
 	}
 	if in.Entity == "" {
-		return GetOut{}, sdk.InvalidInput("entity is empty: give the entity type of the record, e.g. %q", firstOr(cat.names, "booking.resource"))
+		return platform.GetOut{}, sdk.InvalidInput("entity is empty: give the entity type of the record, e.g. %q", firstOr(cat.names, "booking.resource"))
 	}
 	if err := checkEntity(cat, in.Entity); err != nil {
-		return GetOut{}, err
+		return platform.GetOut{}, err
 	}
 	if strings.TrimSpace(in.ID) == "" {
-		return GetOut{}, sdk.InvalidInput("id is empty: give the record's id, as platform.search or platform.list returned it")
+		return platform.GetOut{}, sdk.InvalidInput("id is empty: give the record's id, as platform.search or platform.list returned it")
 	}
 	// The provider's current record, never the index's copy: the index
 	// may lag, and holds only the searchable text.
 	raw, err := s.env.Record(ctx, in.Entity, in.ID)
 	if err != nil {
 		if sdk.IsNotFound(err) {
-			return GetOut{}, err
+			return platform.GetOut{}, err
 		}
-		return GetOut{}, fmt.Errorf("get %s %s: %w", in.Entity, shortQuote(in.ID), err)
+		return platform.GetOut{}, fmt.Errorf("get %s %s: %w", in.Entity, shortQuote(in.ID), err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // keep the provider's numbers exactly as written
-	var rec map[string]any
-	if err := dec.Decode(&rec); err != nil || rec == nil {
-		return GetOut{}, fmt.Errorf("get %s %s: the provider's record is not a JSON object: %v", in.Entity, shortQuote(in.ID), err)
+	var rec platform.Record // keeps the provider's numbers exactly as written
+	if err := json.Unmarshal(raw, &rec); err != nil || rec == nil {
+		return platform.GetOut{}, fmt.Errorf("get %s %s: the provider's record is not a JSON object: %v", in.Entity, shortQuote(in.ID), err)
 	}
-	return GetOut{Entity: in.Entity, ID: in.ID, Record: rec}, nil
+	return platform.GetOut{Entity: in.Entity, ID: in.ID, Record: rec}, nil
 }
 
-func (s *service) list(ctx context.Context, in ListIn) (ListOut, error) {
+func (s *service) list(ctx context.Context, _ sdk.Call, in platform.ListIn) (platform.ListOut, error) {
 	if err := checkLen("entity", in.Entity, maxEntityLen); err != nil {
-		return ListOut{}, err
+		return platform.ListOut{}, err
 	}
 	if err := checkLen("cursor", in.Cursor, maxCursorLen); err != nil {
-		return ListOut{}, err
+		return platform.ListOut{}, err
 	}
 	limit, err := s.limit(in.Limit)
 	if err != nil {
-		return ListOut{}, err
+		return platform.ListOut{}, err
 	}
 	cat, idx, release, err := s.acquire()
 	if err != nil {
-		return ListOut{}, err
+		return platform.ListOut{}, err
 	}
 	defer release()
 	if in.Entity != "" {
 		if err := checkEntity(cat, in.Entity); err != nil {
-			return ListOut{}, err
+			return platform.ListOut{}, err
 		}
 	}
 	var after index.Ref
 	if in.Cursor != "" {
 		if after, err = decodeCursor(in.Cursor); err != nil {
-			return ListOut{}, err
+			return platform.ListOut{}, err
 		}
 		if in.Entity != "" && after.Entity != in.Entity {
-			return ListOut{}, sdk.InvalidInput("cursor %s belongs to a listing of another entity type: pass the same entity as for the page that returned it", shortQuote(in.Cursor))
+			return platform.ListOut{}, sdk.InvalidInput("cursor %s belongs to a listing of another entity type: pass the same entity as for the page that returned it", shortQuote(in.Cursor))
 		}
 	}
 	items, more, err := idx.List(ctx, in.Entity, after, limit)
 	if err != nil {
-		return ListOut{}, err
+		return platform.ListOut{}, err
 	}
-	out := ListOut{Items: make([]Item, len(items))}
+	out := platform.ListOut{Items: make([]platform.Item, len(items))}
 	for i, it := range items {
-		out.Items[i] = Item{Entity: it.Entity, ID: it.ID, Title: it.Title}
+		out.Items[i] = platform.Item{Entity: it.Entity, ID: it.ID, Title: it.Title}
 	}
 	if more && len(items) > 0 {
 		last := items[len(items)-1]

@@ -35,10 +35,11 @@
 //
 // # Limits
 //
-// Every input is bounded in its schema (wire.go), so agents read the limits
-// in tools/list and the host refuses over-limit arguments before the
-// plugin runs; the plugin checks the same bounds itself, for a caller that
-// skipped the host. A query has at most 500 characters and 32 terms (the
+// The capabilities' inputs and outputs are the contract package
+// sdk/platform defines, the schemas agents see included. Every input is
+// bounded in its schema, so agents read the limits in tools/list and the
+// host refuses over-limit arguments before the plugin runs; the plugin
+// checks the same bounds itself, for a caller that skipped the host. A query has at most 500 characters and 32 terms (the
 // index's limits, which also cap the work of typo and prefix matching),
 // and each search runs under the query_timeout config key (default 2s):
 // a search still running then stops, and the agent is told to narrow the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -53,8 +54,7 @@ func providerPlugin(d *catalogueData, versions map[string]string) *sdk.Plugin {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		p.ProvideEntity(sdk.Entity{
-			Name: name, Description: "test records of " + name, Version: versions[name],
+		p.ProvideEntity(sdk.Entity{Name: name, Description: "test records of " + name, Version: versions[name], Source: sdk.EntityFuncs{
 			List: func(_ context.Context, after string, limit int) ([]sdk.Document, error) {
 				d.mu.Lock()
 				defer d.mu.Unlock()
@@ -78,7 +78,7 @@ func providerPlugin(d *catalogueData, versions map[string]string) *sdk.Plugin {
 				}
 				return out, nil
 			},
-			Record: func(_ context.Context, id string) (any, error) {
+			GetRecord: func(_ context.Context, id string) (any, error) {
 				if strings.HasPrefix(id, failID) {
 					return nil, errors.New("the provider's store is down")
 				}
@@ -90,7 +90,7 @@ func providerPlugin(d *catalogueData, versions map[string]string) *sdk.Plugin {
 				}
 				return map[string]any{"id": doc.ID, "name": doc.Title, "description": doc.Body, "seats": 12345678901}, nil
 			},
-		})
+		}})
 	}
 	return p
 }
@@ -178,8 +178,8 @@ func run(t *testing.T, d *catalogueData, o runOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// sdktest does not run OnClose; close the plugin before the host's
-	// connections go (cleanups run last first).
+	// Close the plugin before the host's connections go (cleanups run
+	// last first); the host's own stop closes it again, harmlessly.
 	t.Cleanup(func() {
 		if err := svc.close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -222,25 +222,44 @@ func syncedOf(r map[string]any) []string {
 
 var reader = sdk.Principal{Role: "customer", Scope: "read"}
 
-func (e *env) search(t *testing.T, in SearchIn) SearchOut {
+func (e *env) search(t *testing.T, in platform.SearchIn) platform.SearchOut {
 	t.Helper()
-	return sdktest.Call[SearchOut](t, e.client, CapSearch, reader, in)
+	return sdktest.Call[platform.SearchOut](t, e.client, platform.SearchName, reader, in)
 }
 
-func (e *env) toolError(t *testing.T, capability string, args any) *sdktest.ToolError {
+// toolError calls capability through the gate and returns the failure the
+// agent gets, failing the test on a success or any other error.
+func (e *env) toolError(t *testing.T, capability string, args any) *sdk.Error {
 	t.Helper()
-	raw, te, err := e.client.Invoke(context.Background(), capability, reader, args)
-	if err != nil {
-		t.Fatalf("%s: %v", capability, err)
-	}
-	if te == nil {
-		t.Fatalf("%s %v succeeded with %s, want a tool error", capability, args, raw)
+	raw, err := e.client.Invoke(context.Background(), capability, reader, args)
+	var te *sdk.Error
+	if !errors.As(err, &te) {
+		t.Fatalf("%s %.200v: result %s, error %v; want a tool error", capability, args, raw, err)
 	}
 	return te
 }
 
+// direct calls the capability's handler itself, as a caller that skipped
+// the host's gate would reach the plugin, and returns its error.
+func (e *env) direct(t *testing.T, args any) error {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch in := args.(type) {
+	case platform.SearchIn:
+		_, err = e.svc.search(ctx, sdk.Call{}, in)
+	case platform.GetIn:
+		_, err = e.svc.get(ctx, sdk.Call{}, in)
+	case platform.ListIn:
+		_, err = e.svc.list(ctx, sdk.Call{}, in)
+	default:
+		t.Fatalf("no capability takes %T", args)
+	}
+	return err
+}
+
 // hitIDs returns entity/id of each hit.
-func hitIDs(out SearchOut) []string {
+func hitIDs(out platform.SearchOut) []string {
 	ids := make([]string, len(out.Hits))
 	for i, h := range out.Hits {
 		ids[i] = h.Entity + "/" + h.ID
@@ -261,7 +280,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func found(t *testing.T, e *env, query, want string) func() bool {
-	return func() bool { return slices.Contains(hitIDs(e.search(t, SearchIn{Query: query})), want) }
+	return func() bool { return slices.Contains(hitIDs(e.search(t, platform.SearchIn{Query: query})), want) }
 }
 
 // Entities of the test catalogue.

@@ -11,6 +11,7 @@ import (
 	"github.com/capgate/capgate/plugins/search/internal/index"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -42,9 +43,9 @@ func TestDeclaredBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]map[string][2]int{ // capability → property → {maxLength, or minimum and maximum as -1 and max}
-		CapSearch: {"query": {maxQueryLen, 0}, "entity": {maxEntityLen, 0}, "limit": {-1, maxLimit}},
-		CapGet:    {"entity": {maxEntityLen, 0}, "id": {maxIDLen, 0}},
-		CapList:   {"entity": {maxEntityLen, 0}, "cursor": {maxCursorLen, 0}, "limit": {-1, maxLimit}},
+		platform.SearchName: {"query": {maxQueryLen, 0}, "entity": {maxEntityLen, 0}, "limit": {-1, maxLimit}},
+		platform.GetName:    {"entity": {maxEntityLen, 0}, "id": {maxIDLen, 0}},
+		platform.ListName:   {"entity": {maxEntityLen, 0}, "cursor": {maxCursorLen, 0}, "limit": {-1, maxLimit}},
 	}
 	for _, c := range d.Capabilities {
 		props := inputProps(t, c)
@@ -63,6 +64,11 @@ func TestDeclaredBounds(t *testing.T) {
 			}
 		}
 	}
+	// The index enforces the query's limits the contract declares.
+	if index.MaxQueryLen != platform.MaxQueryLen || index.MaxTerms != platform.MaxQueryTerms {
+		t.Errorf("the index allows %d characters and %d terms, the contract %d and %d",
+			index.MaxQueryLen, index.MaxTerms, platform.MaxQueryLen, platform.MaxQueryTerms)
+	}
 	// The query's limits are in words an agent can act on.
 	q := inputProps(t, d.Capabilities[0])["query"].Description
 	for _, s := range []string{fmt.Sprintf("%d characters", index.MaxQueryLen), fmt.Sprintf("%d words", index.MaxTerms)} {
@@ -77,8 +83,11 @@ func TestDeclaredBounds(t *testing.T) {
 	}
 }
 
-// TestOverLimitInputRefused calls the plugin directly, as a caller that
-// skipped the host's schema validation would: it holds its bounds itself.
+// TestOverLimitInputRefused: the plugin holds its bounds itself, for a
+// caller that skipped the host's schema validation (its handlers called
+// directly), and through the gate the agent is refused either way (by the
+// schema's bound or by the plugin), in a message that does not echo the
+// input.
 func TestOverLimitInputRefused(t *testing.T) {
 	e := run(t, smallCatalogue(), runOpts{})
 	terms := make([]string, index.MaxTerms+1)
@@ -89,22 +98,36 @@ func TestOverLimitInputRefused(t *testing.T) {
 		name, capability string
 		args             any
 		want             string
+		schemaBound      bool // the gate refuses it before the plugin runs
 	}{
-		{"query too long", CapSearch, SearchIn{Query: strings.Repeat("é", maxQueryLen+1)}, "query is 501 characters long; at most 500 are accepted"},
-		{"300 KB query", CapSearch, SearchIn{Query: strings.Repeat("aurora ", 300_000/7)}, "query is 299998 characters long; at most 500 are accepted"},
-		{"too many terms", CapSearch, SearchIn{Query: strings.Join(terms, " ")}, "query has 33 search terms; at most 32 are accepted"},
-		{"phrase words count", CapSearch, SearchIn{Query: `"` + strings.Join(terms[:20], " ") + `" ` + strings.Join(terms[20:], " ")}, "query has 33 search terms"},
-		{"search entity too long", CapSearch, SearchIn{Query: "room", Entity: strings.Repeat("e", maxEntityLen+1)}, "entity is 129 characters long; at most 128"},
-		{"get entity too long", CapGet, GetIn{Entity: strings.Repeat("e", maxEntityLen+1), ID: "x"}, "entity is 129 characters long; at most 128"},
-		{"get id too long", CapGet, GetIn{Entity: entRoom, ID: strings.Repeat("i", maxIDLen+1)}, "id is 257 characters long; at most 256"},
-		{"list entity too long", CapList, ListIn{Entity: strings.Repeat("e", maxEntityLen+1)}, "entity is 129 characters long; at most 128"},
-		{"list cursor too long", CapList, ListIn{Cursor: strings.Repeat("c", maxCursorLen+1)}, fmt.Sprintf("cursor is %d characters long; at most %d", maxCursorLen+1, maxCursorLen)},
+		{"query too long", platform.SearchName, platform.SearchIn{Query: strings.Repeat("é", maxQueryLen+1)}, "query is 501 characters long; at most 500 are accepted", true},
+		{"300 KB query", platform.SearchName, platform.SearchIn{Query: strings.Repeat("aurora ", 300_000/7)}, "query is 299998 characters long; at most 500 are accepted", true},
+		{"too many terms", platform.SearchName, platform.SearchIn{Query: strings.Join(terms, " ")}, "query has 33 search terms; at most 32 are accepted", false},
+		{"phrase words count", platform.SearchName, platform.SearchIn{Query: `"` + strings.Join(terms[:20], " ") + `" ` + strings.Join(terms[20:], " ")}, "query has 33 search terms", false},
+		{"search entity too long", platform.SearchName, platform.SearchIn{Query: "room", Entity: strings.Repeat("e", maxEntityLen+1)}, "entity is 129 characters long; at most 128", true},
+		{"search negative limit", platform.SearchName, platform.SearchIn{Query: "room", Limit: -1}, "limit must be 1 or more", true},
+		{"get entity too long", platform.GetName, platform.GetIn{Entity: strings.Repeat("e", maxEntityLen+1), ID: "x"}, "entity is 129 characters long; at most 128", true},
+		{"get id too long", platform.GetName, platform.GetIn{Entity: entRoom, ID: strings.Repeat("i", maxIDLen+1)}, "id is 257 characters long; at most 256", true},
+		{"list entity too long", platform.ListName, platform.ListIn{Entity: strings.Repeat("e", maxEntityLen+1)}, "entity is 129 characters long; at most 128", true},
+		{"list cursor too long", platform.ListName, platform.ListIn{Cursor: strings.Repeat("c", maxCursorLen+1)}, fmt.Sprintf("cursor is %d characters long; at most %d", maxCursorLen+1, maxCursorLen), true},
+		{"list negative limit", platform.ListName, platform.ListIn{Limit: -5}, "limit must be 1 or more", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			err := e.direct(t, tc.args)
+			if sdk.CodeOf(err) != sdk.CodeInvalidInput || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("the plugin's own check: %v, want invalid input saying %q", err, tc.want)
+			}
+			if err != nil && len(err.Error()) > 300 {
+				t.Errorf("the plugin's message of %d bytes echoes the input: %.100q…", len(err.Error()), err.Error())
+			}
 			te := e.toolError(t, tc.capability, tc.args)
-			if te.Code != capgatev1.ToolError_CODE_INVALID_INPUT || !strings.Contains(te.Message, tc.want) {
-				t.Errorf("tool error %v %q, want invalid input saying %q", te.Code, te.Message, tc.want)
+			want := tc.want
+			if tc.schemaBound {
+				want = "invalid arguments for " + tc.capability
+			}
+			if te.Code != sdk.CodeInvalidInput || !strings.Contains(te.Message, want) {
+				t.Errorf("through the gate: %v %q, want invalid input saying %q", te.Code, te.Message, want)
 			}
 			if len(te.Message) > 300 {
 				t.Errorf("message of %d bytes echoes the input: %.100q…", len(te.Message), te.Message)
@@ -112,7 +135,7 @@ func TestOverLimitInputRefused(t *testing.T) {
 		})
 	}
 	t.Run("at the limits", func(t *testing.T) {
-		out := e.search(t, SearchIn{Query: strings.Join(terms[:index.MaxTerms-1], " ") + " auroa", Limit: maxLimit})
+		out := e.search(t, platform.SearchIn{Query: strings.Join(terms[:index.MaxTerms-1], " ") + " auroa", Limit: maxLimit})
 		if len(out.Hits) == 0 || out.Hits[0].ID != "aurora" {
 			t.Errorf("hits %v, want aurora first", hitIDs(out))
 		}
@@ -127,8 +150,8 @@ func TestQueryTimeout(t *testing.T) {
 	if e.svc.queryTimeout != time.Nanosecond {
 		t.Fatalf("queryTimeout %s", e.svc.queryTimeout)
 	}
-	te := e.toolError(t, CapSearch, SearchIn{Query: "aurora room"})
-	if te.Code != capgatev1.ToolError_CODE_INVALID_INPUT ||
+	te := e.toolError(t, platform.SearchName, platform.SearchIn{Query: "aurora room"})
+	if te.Code != sdk.CodeInvalidInput ||
 		!strings.Contains(te.Message, "took longer than 1ns and was stopped") || !strings.Contains(te.Message, "narrow the query") {
 		t.Errorf("tool error %v %q", te.Code, te.Message)
 	}
@@ -137,7 +160,7 @@ func TestQueryTimeout(t *testing.T) {
 	if d.svc.queryTimeout != DefaultQueryTimeout {
 		t.Errorf("default queryTimeout %s, want %s", d.svc.queryTimeout, DefaultQueryTimeout)
 	}
-	if got := hitIDs(d.search(t, SearchIn{Query: "aurora"})); len(got) == 0 {
+	if got := hitIDs(d.search(t, platform.SearchIn{Query: "aurora"})); len(got) == 0 {
 		t.Error("no hits with the default timeout")
 	}
 }
@@ -179,9 +202,9 @@ func TestQueryTimeoutConfig(t *testing.T) {
 func TestErrorsQuoteInputShortly(t *testing.T) {
 	e := run(t, smallCatalogue(), runOpts{})
 	id := failID + strings.Repeat("x", maxIDLen-len(failID))
-	_, te, err := e.client.Invoke(context.Background(), CapGet, reader, GetIn{Entity: entRoom, ID: id})
-	if err == nil || te != nil {
-		t.Fatalf("get failing record: tool error %v, err %v; want an internal error", te, err)
+	_, err := e.client.Invoke(context.Background(), platform.GetName, reader, platform.GetIn{Entity: entRoom, ID: id})
+	if err == nil || sdk.CodeOf(err) != 0 || sdk.IsRefused(err) {
+		t.Fatalf("get failing record: %v; want an internal error", err)
 	}
 	if msg := err.Error(); strings.Contains(msg, id) || !strings.Contains(msg, id[:40]) || len(msg) > 300 {
 		t.Errorf("error %q does not quote the id shortly", msg)

@@ -11,9 +11,11 @@ import (
 
 	"github.com/capgate/capgate/plugins/search/internal/index"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
-// Pack is the operator toggle of every search capability.
+// Pack is the operator toggle of every search capability: the plugin's
+// name, which the SDK makes its capabilities' pack.
 const Pack = "search"
 
 // PermCatalogue is the permission the capabilities require.
@@ -21,13 +23,6 @@ const PermCatalogue = "catalogue.read"
 
 // IndexDir is the index's directory inside the plugin's data directory.
 const IndexDir = "index"
-
-// Capability names.
-const (
-	CapSearch = "platform.search"
-	CapGet    = "platform.get"
-	CapList   = "platform.list"
-)
 
 // Config is the plugin's config block; an unknown key is an error.
 type Config struct {
@@ -85,32 +80,28 @@ func register(p *sdk.Plugin, opts ...Option) *service {
 		return env
 	}
 
-	p.OnConfigure(func(_ context.Context, env sdk.Env) error {
-		var cfg Config
-		if err := env.DecodeConfig(&cfg); err != nil {
-			return fmt.Errorf("search config: %w", err)
-		}
+	svc := sdk.Configure(p, func(_ context.Context, env sdk.Env, cfg Config) (*service, error) {
 		timeout, err := cfg.queryTimeout()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if env.DataDir == "" {
-			return errors.New("search: the host gave no data directory")
+			return nil, errors.New("search: the host gave no data directory")
 		}
 		fi, err := os.Stat(env.DataDir)
 		if err != nil {
-			return fmt.Errorf("search: data directory: %w", err)
+			return nil, fmt.Errorf("search: data directory: %w", err)
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("search: data directory %q is not a directory", env.DataDir)
+			return nil, fmt.Errorf("search: data directory %q is not a directory", env.DataDir)
 		}
 		idx, err := index.Open(filepath.Join(env.DataDir, IndexDir))
 		if err != nil {
-			return fmt.Errorf("search: %w", err)
+			return nil, fmt.Errorf("search: %w", err)
 		}
 		s.configure(withLogger(env), idx, timeout)
 		p.OnClose(s.close)
-		return nil
+		return s, nil
 	})
 	p.OnStart(func(ctx context.Context, env sdk.Env, st sdk.Start) error {
 		if err := s.start(ctx, withLogger(env), st); err != nil {
@@ -119,32 +110,29 @@ func register(p *sdk.Plugin, opts ...Option) *service {
 		return nil
 	})
 
-	sdk.Add(p, sdk.Tool[SearchIn, SearchOut]{
-		Name: CapSearch,
+	sdk.Add(p, sdk.Tool[platform.SearchIn, platform.SearchOut]{
+		Name: platform.SearchName,
 		Description: "Search the platform's public catalogue (bookable resources and every other catalogue record type) by words, " +
 			"best match first. Forgives typos and matches a partly typed last word; \"double quotes\" match a phrase. " +
 			"Use platform.get with a hit's entity and id for the full record.",
-		Kind: sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: func(ctx context.Context, _ sdk.Call, in SearchIn) (SearchOut, error) {
-			return s.search(ctx, in)
-		},
+		Kind:       sdk.Read,
+		Permission: PermCatalogue,
+		Handler:    sdk.Method(svc, (*service).search),
 	})
-	sdk.Add(p, sdk.Tool[GetIn, GetOut]{
-		Name:        CapGet,
+	sdk.Add(p, sdk.Tool[platform.GetIn, platform.GetOut]{
+		Name:        platform.GetName,
 		Description: "Read the full current record of one catalogue entry by entity type and id, as platform.search or platform.list name it.",
-		Kind:        sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: func(ctx context.Context, _ sdk.Call, in GetIn) (GetOut, error) {
-			return s.get(ctx, in)
-		},
+		Kind:        sdk.Read,
+		Permission:  PermCatalogue,
+		Handler:     sdk.Method(svc, (*service).get),
 	})
-	sdk.Add(p, sdk.Tool[ListIn, ListOut]{
-		Name: CapList,
+	sdk.Add(p, sdk.Tool[platform.ListIn, platform.ListOut]{
+		Name: platform.ListName,
 		Description: "List the catalogue's records page by page, ordered by entity type and then id, optionally of one entity type only. " +
 			"Pass next_cursor back as cursor for the next page; it is absent on the last page.",
-		Kind: sdk.Read, Pack: Pack, Permission: PermCatalogue,
-		Handler: func(ctx context.Context, _ sdk.Call, in ListIn) (ListOut, error) {
-			return s.list(ctx, in)
-		},
+		Kind:       sdk.Read,
+		Permission: PermCatalogue,
+		Handler:    sdk.Method(svc, (*service).list),
 	})
 	return s
 }

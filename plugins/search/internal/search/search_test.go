@@ -10,6 +10,7 @@ import (
 
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -17,23 +18,23 @@ func TestSearch(t *testing.T) {
 	e := run(t, smallCatalogue(), runOpts{})
 	cases := []struct {
 		name    string
-		in      SearchIn
+		in      platform.SearchIn
 		wantTop string   // first hit
 		want    []string // exactly these hits, in any order, when set
 		absent  []string
 		wantN   int // number of hits, when set
 	}{
-		{name: "exact", in: SearchIn{Query: "aurora"}, wantTop: entRoom + "/aurora"},
-		{name: "title ranks first", in: SearchIn{Query: "zephyr"}, wantTop: entRoom + "/zephyr", want: []string{entRoom + "/zephyr", entClass + "/yoga-1"}},
-		{name: "typo", in: SearchIn{Query: "zephir"}, wantTop: entRoom + "/zephyr"},
-		{name: "typo transposed", in: SearchIn{Query: "auorra"}, wantTop: entRoom + "/aurora"},
-		{name: "prefix", in: SearchIn{Query: "kettleb"}, wantTop: entClass + "/kettle"},
-		{name: "prefix conf", in: SearchIn{Query: "conf"}, wantTop: entRoom + "/aurora"},
-		{name: "phrase", in: SearchIn{Query: `"meeting room"`}, want: []string{entRoom + "/zephyr"}, absent: []string{entRoom + "/harbour"}},
-		{name: "entity filter", in: SearchIn{Query: "zephyr", Entity: entClass}, want: []string{entClass + "/yoga-1"}},
-		{name: "limit", in: SearchIn{Query: "room", Limit: 1}, wantN: 1},
-		{name: "nothing", in: SearchIn{Query: "xylophone"}, want: []string{}},
-		{name: "stop words only", in: SearchIn{Query: "the and"}, want: []string{}},
+		{name: "exact", in: platform.SearchIn{Query: "aurora"}, wantTop: entRoom + "/aurora"},
+		{name: "title ranks first", in: platform.SearchIn{Query: "zephyr"}, wantTop: entRoom + "/zephyr", want: []string{entRoom + "/zephyr", entClass + "/yoga-1"}},
+		{name: "typo", in: platform.SearchIn{Query: "zephir"}, wantTop: entRoom + "/zephyr"},
+		{name: "typo transposed", in: platform.SearchIn{Query: "auorra"}, wantTop: entRoom + "/aurora"},
+		{name: "prefix", in: platform.SearchIn{Query: "kettleb"}, wantTop: entClass + "/kettle"},
+		{name: "prefix conf", in: platform.SearchIn{Query: "conf"}, wantTop: entRoom + "/aurora"},
+		{name: "phrase", in: platform.SearchIn{Query: `"meeting room"`}, want: []string{entRoom + "/zephyr"}, absent: []string{entRoom + "/harbour"}},
+		{name: "entity filter", in: platform.SearchIn{Query: "zephyr", Entity: entClass}, want: []string{entClass + "/yoga-1"}},
+		{name: "limit", in: platform.SearchIn{Query: "room", Limit: 1}, wantN: 1},
+		{name: "nothing", in: platform.SearchIn{Query: "xylophone"}, want: []string{}},
+		{name: "stop words only", in: platform.SearchIn{Query: "the and"}, want: []string{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,7 +68,7 @@ func TestSearch(t *testing.T) {
 		})
 	}
 	t.Run("hit fields", func(t *testing.T) {
-		out := e.search(t, SearchIn{Query: "projector"})
+		out := e.search(t, platform.SearchIn{Query: "projector"})
 		if len(out.Hits) != 1 {
 			t.Fatalf("hits %v", out.Hits)
 		}
@@ -77,9 +78,9 @@ func TestSearch(t *testing.T) {
 		}
 	})
 	t.Run("empty result is an array", func(t *testing.T) {
-		raw, te, err := e.client.Invoke(context.Background(), CapSearch, reader, SearchIn{Query: "xylophone"})
-		if err != nil || te != nil {
-			t.Fatal(err, te)
+		raw, err := e.client.Invoke(context.Background(), platform.SearchName, reader, platform.SearchIn{Query: "xylophone"})
+		if err != nil {
+			t.Fatal(err)
 		}
 		if string(raw) != `{"hits":[]}` {
 			t.Errorf("result %s", raw)
@@ -92,24 +93,26 @@ func TestInvalidInput(t *testing.T) {
 	cases := []struct {
 		name, capability string
 		args             any
-		wantCode         capgatev1.ToolError_Code
+		wantCode         sdk.ErrorCode
 		wantIn           []string // substrings of the message
 	}{
-		{"search empty query", CapSearch, SearchIn{Query: ""}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"query is empty"}},
-		{"search blank query", CapSearch, SearchIn{Query: "  \t "}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"query is empty"}},
-		{"search quotes only", CapSearch, SearchIn{Query: `""`}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"no words"}},
-		{"search unknown entity", CapSearch, SearchIn{Query: "room", Entity: "shop.item"}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{`"shop.item"`, `"course.class", "venue.room"`}},
-		{"search negative limit", CapSearch, SearchIn{Query: "room", Limit: -1}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"limit"}},
-		{"get unknown entity", CapGet, GetIn{Entity: "shop.item", ID: "x"}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{`"course.class", "venue.room"`}},
-		{"get empty entity", CapGet, GetIn{ID: "x"}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"entity is empty"}},
-		{"get empty id", CapGet, GetIn{Entity: entRoom}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"id is empty"}},
-		{"get not found", CapGet, GetIn{Entity: entRoom, ID: "nope"}, capgatev1.ToolError_CODE_NOT_FOUND, []string{`"nope"`}},
-		{"list unknown entity", CapList, ListIn{Entity: "shop.item"}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{`"course.class", "venue.room"`}},
-		{"list negative limit", CapList, ListIn{Limit: -5}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"limit"}},
-		{"list cursor not base64", CapList, ListIn{Cursor: "!!!"}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"cursor"}},
-		{"list cursor without slash", CapList, ListIn{Cursor: encodeCursorRaw("venue.room")}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"cursor"}},
-		{"list cursor empty id", CapList, ListIn{Cursor: encodeCursorRaw("venue.room/")}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"cursor"}},
-		{"list cursor of another entity", CapList, ListIn{Entity: entClass, Cursor: encodeCursorRaw("venue.room/aurora")}, capgatev1.ToolError_CODE_INVALID_INPUT, []string{"another entity"}},
+		{"search empty query", platform.SearchName, platform.SearchIn{Query: ""}, sdk.CodeInvalidInput, []string{"query is empty"}},
+		{"search blank query", platform.SearchName, platform.SearchIn{Query: "  \t "}, sdk.CodeInvalidInput, []string{"query is empty"}},
+		{"search quotes only", platform.SearchName, platform.SearchIn{Query: `""`}, sdk.CodeInvalidInput, []string{"no words"}},
+		{"search unknown entity", platform.SearchName, platform.SearchIn{Query: "room", Entity: "shop.item"}, sdk.CodeInvalidInput, []string{`"shop.item"`, `"course.class", "venue.room"`}},
+		// The schema's minimum refuses it before the plugin runs (the
+		// plugin's own check: TestOverLimitInputRefused).
+		{"search negative limit", platform.SearchName, platform.SearchIn{Query: "room", Limit: -1}, sdk.CodeInvalidInput, []string{"invalid arguments for platform.search", "limit"}},
+		{"get unknown entity", platform.GetName, platform.GetIn{Entity: "shop.item", ID: "x"}, sdk.CodeInvalidInput, []string{`"course.class", "venue.room"`}},
+		{"get empty entity", platform.GetName, platform.GetIn{ID: "x"}, sdk.CodeInvalidInput, []string{"entity is empty"}},
+		{"get empty id", platform.GetName, platform.GetIn{Entity: entRoom}, sdk.CodeInvalidInput, []string{"id is empty"}},
+		{"get not found", platform.GetName, platform.GetIn{Entity: entRoom, ID: "nope"}, sdk.CodeNotFound, []string{`"nope"`}},
+		{"list unknown entity", platform.ListName, platform.ListIn{Entity: "shop.item"}, sdk.CodeInvalidInput, []string{`"course.class", "venue.room"`}},
+		{"list negative limit", platform.ListName, platform.ListIn{Limit: -5}, sdk.CodeInvalidInput, []string{"invalid arguments for platform.list", "limit"}},
+		{"list cursor not base64", platform.ListName, platform.ListIn{Cursor: "!!!"}, sdk.CodeInvalidInput, []string{"cursor"}},
+		{"list cursor without slash", platform.ListName, platform.ListIn{Cursor: encodeCursorRaw("venue.room")}, sdk.CodeInvalidInput, []string{"cursor"}},
+		{"list cursor empty id", platform.ListName, platform.ListIn{Cursor: encodeCursorRaw("venue.room/")}, sdk.CodeInvalidInput, []string{"cursor"}},
+		{"list cursor of another entity", platform.ListName, platform.ListIn{Entity: entClass, Cursor: encodeCursorRaw("venue.room/aurora")}, sdk.CodeInvalidInput, []string{"another entity"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,11 +140,11 @@ func TestLimitCappedToMaxResults(t *testing.T) {
 		t.Fatalf("MaxResults %d", e.svc.env.MaxResults)
 	}
 	for _, tc := range []struct{ limit, want int }{{0, 20}, {5, 5}, {20, 20}, {21, 20}, {1000, 20}} {
-		out := e.search(t, SearchIn{Query: "lantern", Limit: tc.limit})
+		out := e.search(t, platform.SearchIn{Query: "lantern", Limit: tc.limit})
 		if len(out.Hits) != tc.want {
 			t.Errorf("limit %d: %d hits, want %d", tc.limit, len(out.Hits), tc.want)
 		}
-		page := sdktest.Call[ListOut](t, e.client, CapList, reader, ListIn{Limit: tc.limit})
+		page := sdktest.Call[platform.ListOut](t, e.client, platform.ListName, reader, platform.ListIn{Limit: tc.limit})
 		if len(page.Items) != tc.want {
 			t.Errorf("list limit %d: %d items, want %d", tc.limit, len(page.Items), tc.want)
 		}
@@ -150,12 +153,12 @@ func TestLimitCappedToMaxResults(t *testing.T) {
 
 func TestGet(t *testing.T) {
 	e := run(t, smallCatalogue(), runOpts{})
-	out := sdktest.Call[GetOut](t, e.client, CapGet, reader, GetIn{Entity: entRoom, ID: "aurora"})
+	out := sdktest.Call[platform.GetOut](t, e.client, platform.GetName, reader, platform.GetIn{Entity: entRoom, ID: "aurora"})
 	if out.Entity != entRoom || out.ID != "aurora" || out.Record["name"] != "Aurora conference room" {
 		t.Errorf("get: %+v", out)
 	}
 	// The record comes from the provider, numbers exactly as it wrote them.
-	raw, _, err := e.client.Invoke(context.Background(), CapGet, reader, GetIn{Entity: entRoom, ID: "aurora"})
+	raw, err := e.client.Invoke(context.Background(), platform.GetName, reader, platform.GetIn{Entity: entRoom, ID: "aurora"})
 	if err != nil || !strings.Contains(string(raw), `"seats":12345678901`) {
 		t.Errorf("get raw %s, %v", raw, err)
 	}
@@ -180,7 +183,7 @@ func TestListPagesEverythingOnce(t *testing.T) {
 			var got []string
 			cursor, pages := "", 0
 			for {
-				page := sdktest.Call[ListOut](t, e.client, CapList, reader, ListIn{Entity: tc.entity, Cursor: cursor, Limit: tc.limit})
+				page := sdktest.Call[platform.ListOut](t, e.client, platform.ListName, reader, platform.ListIn{Entity: tc.entity, Cursor: cursor, Limit: tc.limit})
 				pages++
 				if page.Items == nil {
 					t.Fatal("items is null")
@@ -208,15 +211,15 @@ func TestListPagesEverythingOnce(t *testing.T) {
 		})
 	}
 	t.Run("last page has no next_cursor", func(t *testing.T) {
-		raw, te, err := e.client.Invoke(context.Background(), CapList, reader, ListIn{Entity: entClass, Cursor: encodeCursorRaw(entClass + "/course-class-019")})
-		if err != nil || te != nil {
-			t.Fatal(err, te)
+		raw, err := e.client.Invoke(context.Background(), platform.ListName, reader, platform.ListIn{Entity: entClass, Cursor: encodeCursorRaw(entClass + "/course-class-019")})
+		if err != nil {
+			t.Fatal(err)
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
 			t.Fatal(err)
 		}
-		var items []Item
+		var items []platform.Item
 		if err := json.Unmarshal(m["items"], &items); err != nil || len(items) != 3 {
 			t.Errorf("items %s, want the last 3", m["items"])
 		}
@@ -242,14 +245,14 @@ func TestDescribe(t *testing.T) {
 		if err := json.Unmarshal(c.InputSchema, &in); err != nil {
 			t.Fatal(err)
 		}
-		if c.Name != CapGet {
+		if c.Name != platform.GetName {
 			limit := in["properties"].(map[string]any)["limit"].(map[string]any)
 			if !strings.Contains(limit["description"].(string), "capped to max_results") {
 				t.Errorf("%s limit description %q", c.Name, limit["description"])
 			}
 		}
 	}
-	if !slices.Equal(names, []string{CapSearch, CapGet, CapList}) {
+	if !slices.Equal(names, []string{platform.SearchName, platform.GetName, platform.ListName}) {
 		t.Errorf("capabilities %v", names)
 	}
 }
