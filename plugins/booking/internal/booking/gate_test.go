@@ -138,6 +138,7 @@ func TestGate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each case has data and a host of its own
 			dir := t.TempDir()
 			// The reader sees the data with every pack on and every role
 			// holding every permission, whatever the case's policy.
