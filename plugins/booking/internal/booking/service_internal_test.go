@@ -227,3 +227,69 @@ func TestNewBookingID(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// TestOwnChecksBehindTheGate calls the handlers directly with what the gate
+// refuses before they run (arguments over the schema's bounds, an action of
+// an unbound token): the plugin's own checks still answer with a short
+// error the agent can act on, and book nothing.
+func TestOwnChecksBehindTheGate(t *testing.T) {
+	s, st := newService(t)
+	ctx := context.Background()
+	alice := sdk.Call{Principal: sdk.Principal{Role: "customer", Scope: sdk.ScopeAction, UserID: "alice"}}
+	unbound := sdk.Call{Principal: sdk.Principal{Role: "customer", Scope: sdk.ScopeRead}}
+	long := strings.Repeat("x", 10_000)
+	tests := []struct {
+		name string
+		call func() error
+		code sdk.ErrorCode
+		want []string
+	}{
+		{"date with time", func() error {
+			_, err := s.Availability(ctx, alice, AvailabilityIn{ResourceID: "room-aurora", Date: "2030-01-08T10:00:00Z"})
+			return err
+		}, sdk.CodeInvalidInput, []string{"YYYY-MM-DD"}},
+		{"too many days", func() error {
+			_, err := s.Availability(ctx, alice, AvailabilityIn{ResourceID: "room-aurora", Days: 15})
+			return err
+		}, sdk.CodeInvalidInput, []string{"between 1 and 14"}},
+		{"negative days", func() error {
+			_, err := s.Availability(ctx, alice, AvailabilityIn{ResourceID: "room-aurora", Days: -1})
+			return err
+		}, sdk.CodeInvalidInput, []string{"between 1 and 14"}},
+		{"limit too high", func() error { _, err := s.List(ctx, alice, ListIn{Limit: 500}); return err },
+			sdk.CodeInvalidInput, []string{"limit must be between 1 and 200"}},
+		{"negative limit", func() error { _, err := s.List(ctx, alice, ListIn{Limit: -3}); return err },
+			sdk.CodeInvalidInput, []string{"limit must be between 1 and 200"}},
+		{"unbound create", func() error {
+			_, err := s.Create(ctx, unbound, CreateIn{ResourceID: "room-aurora", Start: "2030-01-08T11:00:00Z"})
+			return err
+		}, sdk.CodeInvalidInput, []string{"this token is not bound to a user"}},
+		{"huge resource id", func() error {
+			_, err := s.Create(ctx, carol, CreateIn{ResourceID: long, Start: "2030-01-08T11:00:00Z"})
+			return err
+		}, sdk.CodeNotFound, []string{"no resource with id", "…"}},
+		{"huge booking id", func() error { _, err := s.Get(ctx, alice, IDIn{ID: long}); return err },
+			sdk.CodeNotFound, []string{"no booking with id", "…"}},
+		{"huge booking id to cancel", func() error { _, err := s.Cancel(ctx, alice, IDIn{ID: long}); return err },
+			sdk.CodeNotFound, []string{"no booking with id", "…"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if sdk.CodeOf(err) != tc.code {
+				t.Fatalf("error = %v; want a %s error", err, tc.code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q; want it to contain %q", err, w)
+				}
+			}
+			if len(err.Error()) > 400 {
+				t.Errorf("error of %d bytes echoes the argument", len(err.Error()))
+			}
+		})
+	}
+	if mine, err := st.ListBookings(ctx, "carol", store.ListFilter{}); err != nil || len(mine) != 0 {
+		t.Fatalf("carol has %+v, %v after refused creates; want nothing", mine, err)
+	}
+}
