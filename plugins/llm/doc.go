@@ -2,10 +2,10 @@
 // permission llm.ask) answers a question with a configured LLM connection,
 // grounded in the catalogue records the caller may read.
 //
-// Config block (the host's top-level llm_connection_slug picks the
-// connection; with one connection it may be left out):
+// Config block:
 //
 //	config:
+//	  connection: local           # the slug of the one llm.ask uses; may be left out with one
 //	  connections:
 //	    - slug: local
 //	      kind: openai            # any OpenAI-compatible Chat Completions endpoint

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
 const (
@@ -41,34 +42,18 @@ type source struct {
 	record  json.RawMessage // nil: the snippet stands in for it
 }
 
-func (pl *plugin) ask(ctx context.Context, call sdk.Call, in AskIn) (AskOut, error) {
-	prov := pl.provider.Load()
-	if prov == nil {
-		return AskOut{}, errors.New("llm.ask called before the plugin was configured")
-	}
-	// The host checks the same bounds against the schema before the call;
-	// these hold for a caller it does not check, and say why in words.
-	q, entity := strings.TrimSpace(in.Question), strings.TrimSpace(in.Entity)
-	switch {
-	case q == "":
-		return AskOut{}, sdk.InvalidInput("question is empty: ask in words, e.g. {\"question\": \"which rooms have a projector?\"}")
-	case !utf8.ValidString(q):
-		return AskOut{}, sdk.InvalidInput("question is not valid UTF-8 text")
-	case utf8.RuneCountInString(q) > maxQuestionLen:
-		return AskOut{}, sdk.InvalidInput("question is %d characters long; at most %d are accepted: ask a shorter question", utf8.RuneCountInString(q), maxQuestionLen)
-	case utf8.RuneCountInString(entity) > maxEntityLen:
-		return AskOut{}, sdk.InvalidInput("entity is %d characters long; at most %d are accepted: pass a catalogue entity type, e.g. booking.resource", utf8.RuneCountInString(entity), maxEntityLen)
-	case in.MaxSources < minMaxSources || in.MaxSources > maxMaxSources:
-		return AskOut{}, sdk.InvalidInput("max_sources is %d; pass 1 to %d (more than the server's max_results is capped to it), or leave it out for %d",
-			in.MaxSources, maxMaxSources, DefaultMaxSources)
+func (s *service) ask(ctx context.Context, call sdk.Call, in AskIn) (AskOut, error) {
+	q, entity, err := checkAsk(in)
+	if err != nil {
+		return AskOut{}, err
 	}
 	n := in.MaxSources
 	if n == 0 {
 		n = DefaultMaxSources
 	}
-	n = min(n, int(pl.maxResults.Load()))
+	n = min(n, s.maxResults)
 
-	sources, grounded, err := pl.ground(ctx, call, q, entity, n)
+	sources, grounded, err := s.ground(ctx, call, q, entity, n)
 	if err != nil {
 		return AskOut{}, err
 	}
@@ -76,15 +61,37 @@ func (pl *plugin) ask(ctx context.Context, call sdk.Call, in AskIn) (AskOut, err
 	if err != nil {
 		return AskOut{}, err
 	}
-	c, err := prov.complete(ctx, msgs)
+	c, err := s.provider.complete(ctx, msgs)
 	if err != nil {
 		return AskOut{}, err
 	}
 	out := AskOut{Answer: c.Answer, Sources: make([]Source, len(sources)), Model: c.Model, Usage: c.Usage}
-	for i, s := range sources {
-		out.Sources[i] = s.Source
+	for i, src := range sources {
+		out.Sources[i] = src.Source
 	}
 	return out, nil
+}
+
+// checkAsk returns in's question and entity, trimmed, or the reason they
+// are refused. The host checks the same bounds against the schema before
+// the call; these hold for a caller it does not check, and say why in
+// words.
+func checkAsk(in AskIn) (q, entity string, err error) {
+	q, entity = strings.TrimSpace(in.Question), strings.TrimSpace(in.Entity)
+	switch {
+	case q == "":
+		return "", "", sdk.InvalidInput("question is empty: ask in words, e.g. {\"question\": \"which rooms have a projector?\"}")
+	case !utf8.ValidString(q):
+		return "", "", sdk.InvalidInput("question is not valid UTF-8 text")
+	case utf8.RuneCountInString(q) > maxQuestionLen:
+		return "", "", sdk.InvalidInput("question is %d characters long; at most %d are accepted: ask a shorter question", utf8.RuneCountInString(q), maxQuestionLen)
+	case utf8.RuneCountInString(entity) > maxEntityLen:
+		return "", "", sdk.InvalidInput("entity is %d characters long; at most %d are accepted: pass a catalogue entity type, e.g. booking.resource", utf8.RuneCountInString(entity), maxEntityLen)
+	case in.MaxSources < minMaxSources || in.MaxSources > maxMaxSources:
+		return "", "", sdk.InvalidInput("max_sources is %d; pass 1 to %d (more than the server's max_results is capped to it), or leave it out for %d",
+			in.MaxSources, maxMaxSources, DefaultMaxSources)
+	}
+	return q, entity, nil
 }
 
 // ground finds the records to answer from, through the host's gate as the
@@ -94,8 +101,8 @@ func (pl *plugin) ask(ctx context.Context, call sdk.Call, in AskIn) (AskOut, err
 // word to search for: the answer is then ungrounded and says so, rather
 // than refused — the issue allows either, and an honest "I could not
 // consult the catalogue" still helps the agent.
-func (pl *plugin) ground(ctx context.Context, call sdk.Call, q, entity string, n int) (sources []source, grounded bool, err error) {
-	log := pl.log.Load()
+func (s *service) ground(ctx context.Context, call sdk.Call, q, entity string, n int) (sources []source, grounded bool, err error) {
+	log := s.log
 	// The search refuses a query over its limits, and a question may be
 	// far longer: it is searched for by its words that fit.
 	query, left := searchQuery(q)
@@ -107,38 +114,30 @@ func (pl *plugin) ground(ctx context.Context, call sdk.Call, q, entity string, n
 		log.Debug("llm.ask: the question has more words than platform.search accepts; searching for the first ones",
 			"words_searched", len(strings.Fields(query)), "words_left_out", left)
 	}
-	raw, err := call.Invoke(ctx, "platform.search", searchIn{Query: query, Entity: entity, Limit: n})
+	res, err := platform.Search(ctx, call, platform.SearchIn{Query: query, Entity: entity, Limit: n})
 	switch {
 	case err == nil:
 	case sdk.IsRefused(err):
 		log.Info("llm.ask: answering ungrounded, the caller may not search", "refusal", err.Error())
 		return nil, false, nil
 	case errors.Is(err, sdk.ErrUnknownCapability):
-		log.Info("llm.ask: answering ungrounded, no plugin serves platform.search")
+		log.Info("llm.ask: answering ungrounded, no plugin serves " + platform.SearchName)
 		return nil, false, nil
 	default:
 		// The caller's own mistake (an unknown entity type) reaches the
 		// agent as search said it; anything else is an internal error.
 		return nil, false, err
 	}
-	var res searchOut
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, false, fmt.Errorf("llm.ask: decode platform.search result: %w", err)
-	}
 	for _, h := range res.Hits {
 		if len(sources) == n {
 			break
 		}
-		s := source{Source: Source{Entity: h.Entity, ID: h.ID, Title: h.Title}, snippet: h.Snippet}
-		raw, err := call.Invoke(ctx, "platform.get", getIn{Entity: h.Entity, ID: h.ID})
+		src := source{Source: Source{Entity: h.Entity, ID: h.ID, Title: h.Title}, snippet: h.Snippet}
+		g, err := platform.Get(ctx, call, platform.GetIn{Entity: h.Entity, ID: h.ID})
 		switch {
 		case err == nil:
-			var g getOut
-			if err := json.Unmarshal(raw, &g); err != nil {
-				return nil, false, fmt.Errorf("llm.ask: decode platform.get result for %s %s: %w", h.Entity, h.ID, err)
-			}
 			if b, err := json.Marshal(g.Record); err == nil && len(b) <= maxRecordBytes && g.Record != nil {
-				s.record = b
+				src.record = b
 			}
 		case sdk.IsNotFound(err):
 			// Deleted since it was indexed: it is no source any more.
@@ -149,7 +148,7 @@ func (pl *plugin) ground(ctx context.Context, call sdk.Call, q, entity string, n
 		default:
 			return nil, false, err
 		}
-		sources = append(sources, s)
+		sources = append(sources, src)
 	}
 	return sources, true, nil
 }

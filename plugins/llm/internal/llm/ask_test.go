@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/plugins/llm/internal/llm"
 	"github.com/capgate/capgate/sdk"
 )
 
@@ -88,11 +88,12 @@ func TestAskEntityAndMaxSources(t *testing.T) {
 
 // A caller the gate refuses platform.search gets an ungrounded answer: no
 // record reaches the model, and the model is told it has no platform data.
+// The nested calls pass the gate as the caller: in the same host, a caller
+// whose role may read the catalogue gets a grounded answer.
 func TestAskRefusedSearchAnswersUngrounded(t *testing.T) {
-	var refusedFor []string
-	r := newRig(t, rigOpts{refuse: func(p sdk.Principal, capability string) (string, string) {
-		refusedFor = append(refusedFor, p.UserID+" "+capability)
-		return "permission", "role customer lacks catalogue.read"
+	r := newRig(t, rigOpts{roles: map[string][]string{
+		"customer": {llm.PermAsk},
+		"reader":   {llm.PermAsk, permCatalogue},
 	}})
 	out, te, err := r.ask(t, context.Background(), map[string]any{"question": "Which room has a projector?"})
 	if err != nil || te != nil {
@@ -101,12 +102,14 @@ func TestAskRefusedSearchAnswersUngrounded(t *testing.T) {
 	if len(out.Sources) != 0 || out.Answer == "" {
 		t.Errorf("result = %+v, want an answer without sources", out)
 	}
-	// The nested call was made as the caller, and stopped there.
-	if !slices.Equal(refusedFor, []string{"alice platform.search"}) {
-		t.Errorf("gate saw %v", refusedFor)
+	// The nested call was refused at the caller's permission, and stopped
+	// there.
+	if logs := r.logs.String(); !strings.Contains(logs, "the caller may not search") ||
+		!strings.Contains(logs, "platform.search refused at "+string(sdk.StepPermission)) {
+		t.Errorf("log does not record the permission refusal of platform.search:\n%s", logs)
 	}
-	if len(r.cat.searches)+len(r.cat.gets) != 0 {
-		t.Errorf("the catalogue was reached despite the refusal: %v %v", r.cat.searches, r.cat.gets)
+	if searches, gets := r.cat.reached(); searches+gets != 0 {
+		t.Errorf("the catalogue was reached despite the refusal: %d searches, %d gets", searches, gets)
 	}
 	req := r.fake.last(t)
 	if !strings.Contains(req.Body.Messages[0].Content, "No platform data is available") {
@@ -117,17 +120,27 @@ func TestAskRefusedSearchAnswersUngrounded(t *testing.T) {
 			t.Errorf("the prompt holds %q though the caller may not search", leak)
 		}
 	}
+
+	reader := sdk.Principal{Role: "reader", Scope: sdk.ScopeRead, UserID: "rita"}
+	out, te, err = r.askAs(t, context.Background(), reader, map[string]any{"question": "Which room has a projector?"})
+	if err != nil || te != nil {
+		t.Fatalf("llm.ask as a reader: %v %v", err, te)
+	}
+	if got := sourceIDs(out.Sources); !slices.Equal(got, []string{"room-aurora", "desk-12", "plan-pro"}) {
+		t.Errorf("a caller who may read the catalogue got sources %v", got)
+	}
+	if !strings.Contains(r.fake.last(t).prompt(), "AURORA-FLOOR-SEVEN") {
+		t.Error("the reader's answer is not grounded in the records")
+	}
 }
 
 // A caller who may search but not get: the hits they could see (title,
 // snippet) ground the answer, the full records do not reach the model.
 func TestAskRefusedGetUsesOnlyTheHits(t *testing.T) {
-	r := newRig(t, rigOpts{refuse: func(_ sdk.Principal, capability string) (string, string) {
-		if capability == "platform.get" {
-			return "pack", "pack off"
-		}
-		return "", ""
-	}})
+	r := newRig(t, rigOpts{
+		getPermission: "catalogue.records",
+		roles:         map[string][]string{"customer": {llm.PermAsk, permCatalogue}},
+	})
 	out, te, err := r.ask(t, context.Background(), map[string]any{"question": "projector", "max_sources": 1})
 	if err != nil || te != nil {
 		t.Fatalf("llm.ask: %v %v", err, te)
@@ -138,6 +151,9 @@ func TestAskRefusedGetUsesOnlyTheHits(t *testing.T) {
 	p := r.fake.last(t).prompt()
 	if !strings.Contains(p, "snippet of Aurora room") || strings.Contains(p, "AURORA-FLOOR-SEVEN") {
 		t.Errorf("prompt should hold the hit, not the record:\n%s", p)
+	}
+	if searches, gets := r.cat.reached(); searches != 1 || gets != 0 {
+		t.Errorf("the stand-in served %d searches and %d gets; want the search only", searches, gets)
 	}
 }
 
@@ -173,25 +189,32 @@ func TestAskInputErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args any
-		code capgatev1.ToolError_Code
-		want string
+		code sdk.ErrorCode
+		want []string
 	}{
-		{"empty question", map[string]any{"question": ""}, capgatev1.ToolError_CODE_INVALID_INPUT, "question is empty"},
-		{"blank question", map[string]any{"question": " \n\t"}, capgatev1.ToolError_CODE_INVALID_INPUT, "question is empty"},
-		{"no question", map[string]any{}, capgatev1.ToolError_CODE_INVALID_INPUT, "question is empty"},
-		{"huge question", map[string]any{"question": strings.Repeat("why ", 2000)}, capgatev1.ToolError_CODE_INVALID_INPUT, "at most 4000"},
-		{"negative max_sources", map[string]any{"question": "q", "max_sources": -1}, capgatev1.ToolError_CODE_INVALID_INPUT, "max_sources is -1"},
-		{"wrong type", map[string]any{"question": 42}, capgatev1.ToolError_CODE_INVALID_INPUT, "input schema"},
+		{"empty question", map[string]any{"question": ""}, sdk.CodeInvalidInput, []string{"question is empty"}},
+		{"blank question", map[string]any{"question": " \n\t"}, sdk.CodeInvalidInput, []string{"question is empty"}},
+		// What the input schema refuses, the gate refuses before the
+		// plugin runs (the plugin's own checks: TestDeclaredBoundsAreEnforced).
+		{"no question", map[string]any{}, sdk.CodeInvalidInput, []string{"invalid arguments for llm.ask", "question"}},
+		{"huge question", map[string]any{"question": strings.Repeat("why ", 2000)}, sdk.CodeInvalidInput, []string{"invalid arguments for llm.ask", "4000"}},
+		{"negative max_sources", map[string]any{"question": "q", "max_sources": -1}, sdk.CodeInvalidInput, []string{"invalid arguments for llm.ask", "max_sources"}},
+		{"wrong type", map[string]any{"question": 42}, sdk.CodeInvalidInput, []string{"invalid arguments for llm.ask", "question"}},
 		// The search plugin's own answer to a bad entity reaches the agent.
-		{"unknown entity", map[string]any{"question": "projector", "entity": "nope.thing"}, capgatev1.ToolError_CODE_INVALID_INPUT, `unknown entity type "nope.thing"`},
+		{"unknown entity", map[string]any{"question": "projector", "entity": "nope.thing"}, sdk.CodeInvalidInput, []string{`unknown entity type "nope.thing"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, te, err := r.ask(t, context.Background(), tc.args)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if te == nil || te.Code != tc.code || !strings.Contains(te.Message, tc.want) {
+			if te == nil || te.Code != tc.code {
 				t.Fatalf("tool error = %v, want %s containing %q", te, tc.code, tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(te.Message, w) {
+					t.Errorf("tool error %q does not contain %q", te.Message, w)
+				}
 			}
 		})
 	}

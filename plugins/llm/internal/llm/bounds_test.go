@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/plugins/llm/internal/llm"
+	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
 // TestDeclaredBoundsAreEnforced: the bounds agents read in llm.ask's input
 // schema (and the host enforces) are the plugin's own: a value at the
-// declared bound is accepted, one past it refused with the same number.
+// declared bound is accepted, one past it refused by the gate and, for a
+// caller the gate does not check, by the plugin with the same number.
 func TestDeclaredBoundsAreEnforced(t *testing.T) {
 	r := newRig(t, rigOpts{maxResults: 3})
 	d, err := r.llm.Describe(context.Background())
@@ -45,12 +48,23 @@ func TestDeclaredBoundsAreEnforced(t *testing.T) {
 			t.Fatal(err)
 		}
 		if te != nil {
-			if te.Code != capgatev1.ToolError_CODE_INVALID_INPUT {
+			if te.Code != sdk.CodeInvalidInput {
 				t.Fatalf("tool error %v", te)
 			}
 			return false, te.Message
 		}
 		return true, ""
+	}
+	// past is a value one past a bound: the gate refuses it by the schema,
+	// and the plugin itself with the same number.
+	past := func(args map[string]any, in llm.AskIn, want string) {
+		t.Helper()
+		if ok, msg := ask(args); ok || !strings.Contains(msg, "invalid arguments for llm.ask") {
+			t.Errorf("%.80v: ok %v, %q; want the gate's refusal", args, ok, msg)
+		}
+		if err := llm.CheckAsk(in); sdk.CodeOf(err) != sdk.CodeInvalidInput || !strings.Contains(err.Error(), want) {
+			t.Errorf("the plugin's own check of %.80v: %v, want invalid input saying %q", args, err, want)
+		}
 	}
 	// maxLength counts characters, as the host's validation does: a
 	// question of 4000 two-byte characters is within it.
@@ -59,23 +73,37 @@ func TestDeclaredBoundsAreEnforced(t *testing.T) {
 			t.Errorf("a question of %d characters (%d bytes) was refused: %s", maxQ, len(question), msg)
 		}
 	}
-	if ok, msg := ask(map[string]any{"question": strings.Repeat("é", maxQ+1)}); ok || !strings.Contains(msg, "at most 4000") {
-		t.Errorf("a question of %d characters: ok %v, %q", maxQ+1, ok, msg)
-	}
+	long := strings.Repeat("é", maxQ+1)
+	past(map[string]any{"question": long}, llm.AskIn{Question: long}, "at most 4000")
 	// An entity at the bound reaches the search (which does not know it).
 	if _, msg := ask(map[string]any{"question": "projector", "entity": strings.Repeat("e", maxE)}); !strings.Contains(msg, "unknown entity type") {
 		t.Errorf("an entity of %d characters: %q, want the search's answer", maxE, msg)
 	}
-	if ok, msg := ask(map[string]any{"question": "projector", "entity": strings.Repeat("e", maxE+1)}); ok || !strings.Contains(msg, "at most 128") {
-		t.Errorf("an entity of %d characters: ok %v, %q", maxE+1, ok, msg)
-	}
+	longEntity := strings.Repeat("e", maxE+1)
+	past(map[string]any{"question": "projector", "entity": longEntity}, llm.AskIn{Question: "projector", Entity: longEntity}, "at most 128")
 	// max_sources up to the bound is capped to max_results.
 	if ok, msg := ask(map[string]any{"question": "projector", "max_sources": maxS}); !ok {
 		t.Errorf("max_sources %d refused: %s", maxS, msg)
 	} else if got := r.cat.searches[len(r.cat.searches)-1]["limit"]; got != 3 {
 		t.Errorf("max_sources %d searched with limit %v, want max_results 3", maxS, got)
 	}
-	if ok, msg := ask(map[string]any{"question": "projector", "max_sources": maxS + 1}); ok || !strings.Contains(msg, "max_sources is 1001") {
-		t.Errorf("max_sources %d: ok %v, %q", maxS+1, ok, msg)
+	past(map[string]any{"question": "projector", "max_sources": maxS + 1}, llm.AskIn{Question: "projector", MaxSources: maxS + 1}, "max_sources is 1001")
+	past(map[string]any{"question": "projector", "max_sources": -1}, llm.AskIn{Question: "projector", MaxSources: -1}, "max_sources is -1")
+	// The plugin's other checks, which no schema states.
+	for _, tc := range []struct {
+		in   llm.AskIn
+		want string
+	}{
+		{llm.AskIn{}, "question is empty"},
+		{llm.AskIn{Question: " \t"}, "question is empty"},
+		{llm.AskIn{Question: "caf\xe9?"}, "not valid UTF-8"},
+	} {
+		if err := llm.CheckAsk(tc.in); sdk.CodeOf(err) != sdk.CodeInvalidInput || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("the plugin's check of %+v: %v, want %q", tc.in, err, tc.want)
+		}
+	}
+	// The entity's bound is platform.search's own.
+	if maxE != platform.MaxEntityLen {
+		t.Errorf("entity is bounded at %d, platform.search's entity at %d", maxE, platform.MaxEntityLen)
 	}
 }

@@ -33,6 +33,9 @@ var slugPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
 // Config is the plugin's config block.
 type Config struct {
+	// Connection is the slug of the connection llm.ask answers with. It
+	// may be left out when there is only one.
+	Connection  string             `json:"connection"`
 	Connections []ConnectionConfig `json:"connections"`
 }
 
@@ -70,12 +73,13 @@ func (c Connection) String() string {
 }
 
 // ParseConfig decodes and validates the config block and picks the
-// connection slug names (the host's llm_connection_slug). Every error names
-// the key path that is wrong, and none quotes api_key.
-func ParseConfig(raw json.RawMessage, slug string) (chosen Connection, all []Connection, err error) {
+// connection its connection key names. Every error names the key path that
+// is wrong, and none quotes api_key.
+func ParseConfig(raw json.RawMessage) (chosen Connection, all []Connection, err error) {
 	// Each connection is decoded on its own so an error can name its index;
 	// the json package's own messages name neither.
 	var top struct {
+		Connection  string            `json:"connection"`
 		Connections []json.RawMessage `json:"connections"`
 	}
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
@@ -105,7 +109,7 @@ func ParseConfig(raw json.RawMessage, slug string) (chosen Connection, all []Con
 		seen[c.Slug] = i
 		all = append(all, c)
 	}
-	chosen, err = choose(all, slug)
+	chosen, err = choose(all, top.Connection)
 	return chosen, all, err
 }
 
@@ -119,13 +123,13 @@ func choose(all []Connection, slug string) (Connection, error) {
 		if len(all) == 1 {
 			return all[0], nil
 		}
-		return Connection{}, fmt.Errorf("llm config: llm_connection_slug is not set and the llm plugin has %d connections (%s): "+
-			"set the top-level llm_connection_slug to the one llm.ask should use", len(all), strings.Join(slugs, ", "))
+		return Connection{}, fmt.Errorf("llm config: connection: not set, and there are %d connections (%s): "+
+			"set connection to the slug of the one llm.ask should use", len(all), strings.Join(slugs, ", "))
 	}
 	if i := slices.Index(slugs, slug); i >= 0 {
 		return all[i], nil
 	}
-	return Connection{}, fmt.Errorf("llm config: llm_connection_slug %q names no connection of the llm plugin; its connections are: %s",
+	return Connection{}, fmt.Errorf("llm config: connection: %q is the slug of none of connections; their slugs are: %s",
 		slug, strings.Join(slugs, ", "))
 }
 
@@ -239,7 +243,7 @@ func describeDecodeError(path string, err error) string {
 		return fmt.Sprintf("%s: not valid JSON", join(""))
 	}
 	if path == "" {
-		return "must be an object with a connections list"
+		return "must be an object with a connections list (and connection, the slug of the one to use)"
 	}
 	return fmt.Sprintf("%s: must be an object {slug, kind, base_url, model, api_key?, timeout?, max_tokens?, max_retries?}", path)
 }

@@ -25,7 +25,7 @@ func sdkPluginQuiet() *sdk.Plugin {
 }
 
 func TestParseConfigDefaultsAndValues(t *testing.T) {
-	c, all, err := llm.ParseConfig(json.RawMessage(`{"connections":[{"slug":"local","kind":"openai","base_url":"http://127.0.0.1:11434/v1/","model":"llama3.2"}]}`), "")
+	c, all, err := llm.ParseConfig(json.RawMessage(`{"connections":[{"slug":"local","kind":"openai","base_url":"http://127.0.0.1:11434/v1/","model":"llama3.2"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestParseConfigDefaultsAndValues(t *testing.T) {
 	if c != want || len(all) != 1 {
 		t.Errorf("got %+v (%d), want %+v", c, len(all), want)
 	}
-	c, _, err = llm.ParseConfig(json.RawMessage(`{"connections":[{"slug":"oa","kind":"openai","base_url":"https://api.openai.com/v1","model":"gpt-4o-mini","api_key":"k","timeout":"2m","max_tokens":10,"max_retries":0}]}`), "oa")
+	c, _, err = llm.ParseConfig(json.RawMessage(`{"connection":"oa","connections":[{"slug":"oa","kind":"openai","base_url":"https://api.openai.com/v1","model":"gpt-4o-mini","api_key":"k","timeout":"2m","max_tokens":10,"max_retries":0}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +49,14 @@ func TestParseConfigDefaultsAndValues(t *testing.T) {
 func TestParseConfigErrorsNameTheKey(t *testing.T) {
 	good := `{"slug":"a","kind":"openai","base_url":"http://h/v1","model":"m"}`
 	with := func(kv string) string {
-		return `{"connections":[` + good + `,{"slug":"b","kind":"openai","base_url":"http://h/v1","model":"m",` + kv + `}]}`
+		return `{"connection":"a","connections":[` + good + `,{"slug":"b","kind":"openai","base_url":"http://h/v1","model":"m",` + kv + `}]}`
 	}
 	for _, tc := range []struct{ cfg, want string }{
 		{`{}`, "connections: at least one connection is required"},
 		{`{"connections":[]}`, "connections: at least one connection is required"},
-		{`{"connection":[]}`, `unknown key "connection"`},
+		{`{"connexions":[]}`, `unknown key "connexions"`},
+		{`{"llm_connection_slug":"a","connections":[` + good + `]}`, `unknown key "llm_connection_slug"`},
+		{`{"connection":["a"],"connections":[` + good + `]}`, "connection: must be a string, not a JSON array"},
 		{`{"connections":{}}`, "connections: must be a list"},
 		{`{"connections":["x"]}`, "connections[0]: must be an object"},
 		{`{"connections":[` + good + `,{"kind":"openai","base_url":"http://h/v1","model":"m"}]}`, "connections[1].slug: required"},
@@ -78,60 +80,59 @@ func TestParseConfigErrorsNameTheKey(t *testing.T) {
 		{with(`"apikey":"x"`), `connections[1]: unknown key "apikey"`},
 		{`{"connections":[` + good + `]} trailing`, "not valid JSON"},
 	} {
-		_, _, err := llm.ParseConfig(json.RawMessage(tc.cfg), "a")
+		_, _, err := llm.ParseConfig(json.RawMessage(tc.cfg))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "llm config: ") {
 			t.Errorf("%s:\n got %v\nwant …%s…", tc.cfg, err, tc.want)
 		}
 	}
 }
 
-func TestSlugSelection(t *testing.T) {
-	two := json.RawMessage(`{"connections":[{"slug":"local","kind":"openai","base_url":"http://h/v1","model":"m"},{"slug":"cloud","kind":"openai","base_url":"https://c/v1","model":"n"}]}`)
-	if c, _, err := llm.ParseConfig(two, "cloud"); err != nil || c.Slug != "cloud" {
+func TestConnectionSelection(t *testing.T) {
+	const conns = `"connections":[{"slug":"local","kind":"openai","base_url":"http://h/v1","model":"m"},{"slug":"cloud","kind":"openai","base_url":"https://c/v1","model":"n"}]`
+	two := func(connection string) json.RawMessage {
+		if connection == "" {
+			return json.RawMessage(`{` + conns + `}`)
+		}
+		return json.RawMessage(`{"connection":"` + connection + `",` + conns + `}`)
+	}
+	if c, _, err := llm.ParseConfig(two("cloud")); err != nil || c.Slug != "cloud" {
 		t.Errorf("cloud: %+v %v", c, err)
 	}
-	if _, _, err := llm.ParseConfig(two, ""); err == nil || !strings.Contains(err.Error(), "llm_connection_slug is not set and the llm plugin has 2 connections (local, cloud)") {
-		t.Errorf("unset slug: %v", err)
+	if _, _, err := llm.ParseConfig(two("")); err == nil ||
+		!strings.Contains(err.Error(), "connection: not set, and there are 2 connections (local, cloud): set connection to the slug of the one llm.ask should use") {
+		t.Errorf("unset connection: %v", err)
 	}
-	if _, _, err := llm.ParseConfig(two, "gpu"); err == nil || !strings.Contains(err.Error(), `llm_connection_slug "gpu" names no connection of the llm plugin; its connections are: local, cloud`) {
-		t.Errorf("unknown slug: %v", err)
+	if _, _, err := llm.ParseConfig(two("gpu")); err == nil || !strings.Contains(err.Error(), `connection: "gpu" is the slug of none of connections; their slugs are: local, cloud`) {
+		t.Errorf("unknown connection: %v", err)
 	}
-	one := json.RawMessage(`{"connections":[{"slug":"local","kind":"openai","base_url":"http://h/v1","model":"m"}]}`)
-	if c, _, err := llm.ParseConfig(one, ""); err != nil || c.Slug != "local" {
-		t.Errorf("one connection, no slug: %+v %v", c, err)
+	const one = `"connections":[{"slug":"local","kind":"openai","base_url":"http://h/v1","model":"m"}]`
+	if c, _, err := llm.ParseConfig(json.RawMessage(`{` + one + `}`)); err != nil || c.Slug != "local" {
+		t.Errorf("one connection, none named: %+v %v", c, err)
 	}
-	if _, _, err := llm.ParseConfig(one, "other"); err == nil || !strings.Contains(err.Error(), `llm_connection_slug "other"`) {
-		t.Errorf("one connection, wrong slug: %v", err)
+	if _, _, err := llm.ParseConfig(json.RawMessage(`{"connection":"other",` + one + `}`)); err == nil || !strings.Contains(err.Error(), `connection: "other"`) {
+		t.Errorf("one connection, another named: %v", err)
 	}
 }
 
-// Through the host: llm_connection_slug picks which provider answers, and a
-// bad one stops the plugin's configuration.
-func TestHostSlugPicksTheConnection(t *testing.T) {
+// Through the host: the config block's connection picks which provider
+// answers, and a bad one stops the plugin's configuration.
+func TestConnectionPicksTheProvider(t *testing.T) {
 	first, second := newFakeLLM(t, nil), newFakeLLM(t, nil)
-	cfg := map[string]any{"connections": []any{
-		map[string]any{"slug": "first", "kind": "openai", "base_url": first.URL + "/v1", "model": "m1"},
-		map[string]any{"slug": "second", "kind": "openai", "base_url": second.URL + "/v1", "model": "m2"},
-	}}
-	h := sdktest.NewHost(t)
-	h.LLMConnectionSlug = "second"
-	c, err := h.Add(sdkPluginQuiet(), cfg, "")
-	if err != nil {
-		t.Fatal(err)
+	cfg := func(connection string) map[string]any {
+		return map[string]any{"connection": connection, "connections": []any{
+			map[string]any{"slug": "first", "kind": "openai", "base_url": first.URL + "/v1", "model": "m1"},
+			map[string]any{"slug": "second", "kind": "openai", "base_url": second.URL + "/v1", "model": "m2"},
+		}}
 	}
-	if err := h.Start(context.Background(), false); err != nil {
+	c := sdktest.Start(t, sdkPluginQuiet(), cfg("second"))
+	if _, err := c.Invoke(context.Background(), "llm.ask", alice, map[string]any{"question": "hi"}); err != nil {
 		t.Fatal(err)
-	}
-	if _, te, err := c.Invoke(context.Background(), "llm.ask", alice, map[string]any{"question": "hi"}); err != nil || te != nil {
-		t.Fatal(te, err)
 	}
 	if len(first.requests()) != 0 || len(second.requests()) != 1 || second.last(t).Body.Model != "m2" {
 		t.Errorf("first saw %d, second %d requests", len(first.requests()), len(second.requests()))
 	}
 
-	h2 := sdktest.NewHost(t)
-	h2.LLMConnectionSlug = "third"
-	if _, err := h2.Add(sdkPluginQuiet(), cfg, ""); err == nil || !strings.Contains(err.Error(), `llm_connection_slug "third"`) {
-		t.Errorf("configure with an unknown slug: %v", err)
+	if _, err := sdktest.StartErr(t, sdkPluginQuiet(), cfg("third")); err == nil || !strings.Contains(err.Error(), `llm config: connection: "third"`) {
+		t.Errorf("configure with an unknown connection: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/capgate/capgate/plugins/llm/internal/llm"
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
+	"github.com/capgate/capgate/sdk"
 )
 
 // A provider, or a proxy in front of it, that echoes the key or the
@@ -70,7 +70,7 @@ func TestSuccessfulAnswerNeverCarriesTheKey(t *testing.T) {
 			r := newRig(t, rigOpts{handle: func(w http.ResponseWriter, r *http.Request, _ int) {
 				writeCompletionFrom(w, tc.model(r), tc.answer(r))
 			}})
-			raw, te, err := r.llm.Invoke(context.Background(), "llm.ask", alice, map[string]any{"question": "Which room has a projector?"})
+			raw, te, err := r.invoke(context.Background(), map[string]any{"question": "Which room has a projector?"})
 			if err != nil || te != nil {
 				t.Fatalf("llm.ask: %v %v", err, te)
 			}
@@ -130,11 +130,11 @@ func TestAnswerErrorsNeverCarryTheKey(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(tc.body(r)))
 			}})
-			raw, te, err := r.llm.Invoke(context.Background(), "llm.ask", alice, map[string]any{"question": "Which room has a projector?"})
+			raw, te, err := r.invoke(context.Background(), map[string]any{"question": "Which room has a projector?"})
 			if err != nil {
 				t.Fatalf("transport error %v, want a tool error", err)
 			}
-			if te == nil || te.Code != capgatev1.ToolError_CODE_CONFLICT || !strings.Contains(te.Message, tc.want) {
+			if te == nil || te.Code != sdk.CodeConflict || !strings.Contains(te.Message, tc.want) {
 				t.Fatalf("got result %s / error %v; want a conflict containing %q", raw, te, tc.want)
 			}
 			for what, s := range map[string]string{"result": string(raw), "error": te.Message, "log": r.logs.String()} {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
@@ -23,7 +22,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 		name   string
 		handle func(w http.ResponseWriter, r *http.Request, n int)
 		conn   map[string]any
-		code   capgatev1.ToolError_Code
+		code   sdk.ErrorCode
 		want   string
 		tries  int // requests the provider must have seen; 0: don't check
 	}{
@@ -33,7 +32,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.Header().Set("Retry-After", "0")
 				writeError(w, r, 429, "requests", "rate_limit_exceeded", "Rate limit reached")
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: `"test" is rate limited (HTTP 429, 3 attempts)`, tries: 3,
+			code: sdk.CodeConflict, want: `"test" is rate limited (HTTP 429, 3 attempts)`, tries: 3,
 		},
 		{
 			name: "rate limited with a Retry-After beyond the timeout",
@@ -41,7 +40,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.Header().Set("Retry-After", "3600")
 				writeError(w, r, 429, "requests", "rate_limit_exceeded", "Rate limit reached")
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "rate limited (HTTP 429, 1 attempt)", tries: 1,
+			code: sdk.CodeConflict, want: "rate limited (HTTP 429, 1 attempt)", tries: 1,
 		},
 		{
 			name: "server error past the retries",
@@ -49,7 +48,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				writeError(w, r, 503, "server_error", "", "overloaded")
 			},
 			conn: map[string]any{"max_retries": 1},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: `"test" failed (HTTP 503, 2 attempts); try again later`, tries: 2,
+			code: sdk.CodeConflict, want: `"test" failed (HTTP 503, 2 attempts); try again later`, tries: 2,
 		},
 		{
 			name: "no retries configured",
@@ -57,7 +56,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				writeError(w, r, 500, "server_error", "", "boom")
 			},
 			conn: map[string]any{"max_retries": 0},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "(HTTP 500, 1 attempt)", tries: 1,
+			code: sdk.CodeConflict, want: "(HTTP 500, 1 attempt)", tries: 1,
 		},
 		{
 			name: "HTML from a proxy",
@@ -67,7 +66,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				_, _ = w.Write([]byte("<html><body>Bad Gateway</body></html>"))
 			},
 			conn: map[string]any{"max_retries": 0},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "(HTTP 502, 1 attempt)",
+			code: sdk.CodeConflict, want: "(HTTP 502, 1 attempt)",
 		},
 		{
 			name: "not JSON",
@@ -75,7 +74,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.Header().Set("Content-Type", "text/plain")
 				_, _ = w.Write([]byte("hello, I am not an API"))
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "malformed response (not Chat Completions JSON)",
+			code: sdk.CodeConflict, want: "malformed response (not Chat Completions JSON)",
 		},
 		{
 			name: "broken JSON",
@@ -83,7 +82,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{"choices": [`))
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "malformed response",
+			code: sdk.CodeConflict, want: "malformed response",
 		},
 		{
 			name: "no choices",
@@ -91,7 +90,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{"id":"x","object":"chat.completion","model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0}}`))
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "without any choices",
+			code: sdk.CodeConflict, want: "without any choices",
 		},
 		{
 			name: "empty answer at the token limit",
@@ -99,7 +98,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":""}}]}`))
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "empty answer (it stopped at max_tokens 256",
+			code: sdk.CodeConflict, want: "empty answer (it stopped at max_tokens 256",
 		},
 		{
 			name: "context overflow, OpenAI",
@@ -107,7 +106,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				writeError(w, r, 400, "invalid_request_error", "context_length_exceeded",
 					"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.")
 			},
-			code: capgatev1.ToolError_CODE_INVALID_INPUT, want: "do not fit model test-model's context window; ask a shorter question or pass a smaller max_sources", tries: 1,
+			code: sdk.CodeInvalidInput, want: "do not fit model test-model's context window; ask a shorter question or pass a smaller max_sources", tries: 1,
 		},
 		{
 			name: "context overflow, vLLM (top-level error)",
@@ -116,7 +115,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.WriteHeader(400)
 				_, _ = w.Write([]byte(`{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5120 tokens.","type":"BadRequestError","param":null,"code":400}`))
 			},
-			code: capgatev1.ToolError_CODE_INVALID_INPUT, want: "context window",
+			code: sdk.CodeInvalidInput, want: "context window",
 		},
 		{
 			name: "context overflow, llama.cpp",
@@ -125,7 +124,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.WriteHeader(400)
 				_, _ = w.Write([]byte(`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`))
 			},
-			code: capgatev1.ToolError_CODE_INVALID_INPUT, want: "context window",
+			code: sdk.CodeInvalidInput, want: "context window",
 		},
 		{
 			name: "context overflow, Ollama (plain error string)",
@@ -134,28 +133,28 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				w.WriteHeader(400)
 				_, _ = w.Write([]byte(`{"error":"the input length exceeds the context length"}`))
 			},
-			code: capgatev1.ToolError_CODE_INVALID_INPUT, want: "context window",
+			code: sdk.CodeInvalidInput, want: "context window",
 		},
 		{
 			name: "credentials refused, key echoed",
 			handle: func(w http.ResponseWriter, r *http.Request, _ int) {
 				writeError(w, r, 401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided: "+testKey)
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: `"test" refused its credentials (HTTP 401); the operator must fix its api_key`, tries: 1,
+			code: sdk.CodeConflict, want: `"test" refused its credentials (HTTP 401); the operator must fix its api_key`, tries: 1,
 		},
 		{
 			name: "unknown model",
 			handle: func(w http.ResponseWriter, r *http.Request, _ int) {
 				writeError(w, r, 404, "invalid_request_error", "model_not_found", "The model `test-model` does not exist")
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: `does not know model "test-model"`,
+			code: sdk.CodeConflict, want: `does not know model "test-model"`,
 		},
 		{
 			name: "other rejection, message passed on with the key masked",
 			handle: func(w http.ResponseWriter, r *http.Request, _ int) {
 				writeError(w, r, 400, "invalid_request_error", "invalid_value", "temperature is out of range")
 			},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "rejected the request (HTTP 400): temperature is out of range (credentials: Bearer [redacted])",
+			code: sdk.CodeConflict, want: "rejected the request (HTTP 400): temperature is out of range (credentials: Bearer [redacted])",
 		},
 		{
 			name: "timeout",
@@ -166,7 +165,7 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				}
 			},
 			conn: map[string]any{"timeout": "300ms"},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: `"test" did not answer within its timeout of 300ms`,
+			code: sdk.CodeConflict, want: `"test" did not answer within its timeout of 300ms`,
 		},
 		{
 			name: "a retry runs out the timeout",
@@ -179,13 +178,13 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 				<-r.Context().Done()
 			},
 			conn: map[string]any{"timeout": "500ms"},
-			code: capgatev1.ToolError_CODE_CONFLICT, want: "did not answer within its timeout of 500ms (2 attempts; the last answered HTTP 503)", tries: 2,
+			code: sdk.CodeConflict, want: "did not answer within its timeout of 500ms (2 attempts; the last answered HTTP 503)", tries: 2,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, rigOpts{handle: tc.handle, conn: tc.conn})
 			start := time.Now()
-			raw, te, err := r.llm.Invoke(context.Background(), "llm.ask", alice, map[string]any{"question": "Which room has a projector?"})
+			raw, te, err := r.invoke(context.Background(), map[string]any{"question": "Which room has a projector?"})
 			if elapsed := time.Since(start); elapsed > 5*time.Second {
 				t.Errorf("took %s", elapsed)
 			}
@@ -246,7 +245,7 @@ func TestConnectionRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if te == nil || te.Code != capgatev1.ToolError_CODE_CONFLICT || !strings.Contains(te.Message, `"test" is unreachable: connection refused`) {
+	if te == nil || te.Code != sdk.CodeConflict || !strings.Contains(te.Message, `"test" is unreachable: connection refused`) {
 		t.Fatalf("tool error = %v", te)
 	}
 	if time.Since(start) > 3*time.Second {
@@ -274,7 +273,7 @@ func TestCancelCancelsTheUpstreamRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := r.llm.Invoke(ctx, "llm.ask", alice, map[string]any{"question": "projector"})
+		_, _, err := r.invoke(ctx, map[string]any{"question": "projector"})
 		done <- err
 	}()
 	select {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/capgate/capgate/plugins/llm/internal/llm"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
 
@@ -163,11 +165,10 @@ var records = []record{
 	{"subscription.plan", "plan-pro", "Pro plan projector bundle", map[string]any{"price": "49 EUR", "code": "PLAN-PRO-CODE"}},
 }
 
-// The search plugin's limits on one query (its index package is internal
-// to it, so they are restated, as llm.ask restates them).
+// The search's limits on one query, as its contract states them.
 const (
-	searchMaxQueryLen = 500
-	searchMaxTerms    = 32
+	searchMaxQueryLen = platform.MaxQueryLen
+	searchMaxTerms    = platform.MaxQueryTerms
 )
 
 // analyzer is the one the search index analyzes queries with: bleve's
@@ -206,10 +207,16 @@ func searchLimitError(q string) error {
 }
 
 // catalogue is a stand-in for the search plugin (internal to its own
-// plugin, so not importable): platform.search refuses queries over the
-// search's limits as it does, and matches any analyzed query term of 3+
-// letters in a record's title or data, in the order of records.
+// plugin, so not importable) on the same contract (sdk/platform), pack
+// and permission: platform.search refuses queries over the search's
+// limits as it does, and matches any analyzed query term of 3+ letters in
+// a record's title or data, in the order of records.
 type catalogue struct {
+	// getPermission, when set, is the permission platform.get requires
+	// instead of catalogue.read, so a test can let a caller search but
+	// not read records.
+	getPermission string
+
 	mu       sync.Mutex
 	searches []map[string]any
 	gets     []string
@@ -226,45 +233,31 @@ func (c *catalogue) lastQuery(t *testing.T) string {
 	return c.searches[len(c.searches)-1]["query"].(string)
 }
 
+// reached reports how many searches and gets the stand-in has served.
+func (c *catalogue) reached() (searches, gets int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.searches), len(c.gets)
+}
+
+// permCatalogue is the search plugin's permission.
+const permCatalogue = "catalogue.read"
+
 func (c *catalogue) plugin() *sdk.Plugin {
 	p := sdk.New("search", "test")
-	type hit struct {
-		Entity  string  `json:"entity"`
-		ID      string  `json:"id"`
-		Title   string  `json:"title"`
-		Snippet string  `json:"snippet"`
-		Score   float64 `json:"score"`
-	}
-	type searchIn struct {
-		Query  string `json:"query"`
-		Entity string `json:"entity,omitempty"`
-		Limit  int    `json:"limit,omitempty"`
-	}
-	type searchOut struct {
-		Hits []hit `json:"hits"`
-	}
-	type getIn struct {
-		Entity string `json:"entity"`
-		ID     string `json:"id"`
-	}
-	type getOut struct {
-		Entity string         `json:"entity"`
-		ID     string         `json:"id"`
-		Record map[string]any `json:"record"`
-	}
-	sdk.Add(p, sdk.Tool[searchIn, searchOut]{
-		Name: "platform.search", Kind: sdk.Read, Pack: "search", Permission: "catalogue.read",
-		Handler: func(_ context.Context, _ sdk.Call, in searchIn) (searchOut, error) {
+	sdk.Add(p, sdk.Tool[platform.SearchIn, platform.SearchOut]{
+		Name: platform.SearchName, Kind: sdk.Read, Permission: permCatalogue,
+		Handler: func(_ context.Context, _ sdk.Call, in platform.SearchIn) (platform.SearchOut, error) {
 			c.mu.Lock()
 			c.searches = append(c.searches, map[string]any{"query": in.Query, "entity": in.Entity, "limit": in.Limit})
 			c.mu.Unlock()
 			if err := searchLimitError(in.Query); err != nil {
-				return searchOut{}, err
+				return platform.SearchOut{}, err
 			}
 			if in.Entity != "" && in.Entity != "booking.resource" && in.Entity != "subscription.plan" {
-				return searchOut{}, sdk.InvalidInput("unknown entity type %q; known: booking.resource, subscription.plan", in.Entity)
+				return platform.SearchOut{}, sdk.InvalidInput("unknown entity type %q; known: booking.resource, subscription.plan", in.Entity)
 			}
-			out := searchOut{Hits: []hit{}}
+			out := platform.SearchOut{Hits: []platform.Hit{}}
 			for i, r := range records {
 				if in.Entity != "" && r.entity != in.Entity {
 					continue
@@ -273,7 +266,7 @@ func (c *catalogue) plugin() *sdk.Plugin {
 				text := strings.ToLower(r.title + " " + string(data))
 				for _, w := range searchTerms(in.Query) {
 					if len(w) >= 3 && strings.Contains(text, w) {
-						out.Hits = append(out.Hits, hit{r.entity, r.id, r.title, "snippet of " + r.title, float64(10 - i)})
+						out.Hits = append(out.Hits, platform.Hit{Entity: r.entity, ID: r.id, Title: r.title, Snippet: "snippet of " + r.title, Score: float64(10 - i)})
 						break
 					}
 				}
@@ -284,18 +277,22 @@ func (c *catalogue) plugin() *sdk.Plugin {
 			return out, nil
 		},
 	})
-	sdk.Add(p, sdk.Tool[getIn, getOut]{
-		Name: "platform.get", Kind: sdk.Read, Pack: "search", Permission: "catalogue.read",
-		Handler: func(_ context.Context, _ sdk.Call, in getIn) (getOut, error) {
+	getPerm := permCatalogue
+	if c.getPermission != "" {
+		getPerm = c.getPermission
+	}
+	sdk.Add(p, sdk.Tool[platform.GetIn, platform.GetOut]{
+		Name: platform.GetName, Kind: sdk.Read, Permission: getPerm,
+		Handler: func(_ context.Context, _ sdk.Call, in platform.GetIn) (platform.GetOut, error) {
 			c.mu.Lock()
 			c.gets = append(c.gets, in.ID)
 			c.mu.Unlock()
 			for _, r := range records {
 				if r.entity == in.Entity && r.id == in.ID && r.data != nil {
-					return getOut{Entity: r.entity, ID: r.id, Record: r.data}, nil
+					return platform.GetOut{Entity: r.entity, ID: r.id, Record: r.data}, nil
 				}
 			}
-			return getOut{}, sdk.NotFound("no %s %q", in.Entity, in.ID)
+			return platform.GetOut{}, sdk.NotFound("no %s %q", in.Entity, in.ID)
 		},
 	})
 	return p
@@ -315,15 +312,20 @@ type rigOpts struct {
 	handle      func(w http.ResponseWriter, r *http.Request, n int)
 	conn        map[string]any // merged over the default connection
 	noCatalogue bool
-	refuse      func(p sdk.Principal, capability string) (step, reason string)
-	maxResults  int
+	// roles is the gate's policy (sdktest.Host.Roles): nil lets every
+	// role call everything.
+	roles map[string][]string
+	// getPermission is the stand-in platform.get's permission (see
+	// catalogue).
+	getPermission string
+	maxResults    int
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
-	r := &rig{fake: newFakeLLM(t, o.handle), cat: &catalogue{}, logs: &syncBuffer{}}
+	r := &rig{fake: newFakeLLM(t, o.handle), cat: &catalogue{getPermission: o.getPermission}, logs: &syncBuffer{}}
 	r.host = sdktest.NewHost(t)
-	r.host.Refuse = o.refuse
+	r.host.Roles = o.roles
 	r.host.MaxResults = o.maxResults
 	if !o.noCatalogue {
 		if _, err := r.host.Add(r.cat.plugin(), nil, ""); err != nil {
@@ -350,11 +352,33 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	return r
 }
 
-// ask calls llm.ask as alice and returns the decoded result, or the tool
-// error's message.
-func (r *rig) ask(t *testing.T, ctx context.Context, args any) (llm.AskOut, *sdktest.ToolError, error) {
+// ask calls llm.ask as alice and returns the decoded result, or the
+// failure the agent gets (an *sdk.Error, the gate's own argument check
+// included), or any other error.
+func (r *rig) ask(t *testing.T, ctx context.Context, args any) (llm.AskOut, *sdk.Error, error) {
 	t.Helper()
-	raw, te, err := r.llm.Invoke(ctx, "llm.ask", alice, args)
+	return r.askAs(t, ctx, alice, args)
+}
+
+// invoke calls llm.ask as alice and returns its result, or the failure
+// the agent gets, or any other error.
+func (r *rig) invoke(ctx context.Context, args any) (json.RawMessage, *sdk.Error, error) {
+	return r.invokeAs(ctx, alice, args)
+}
+
+func (r *rig) invokeAs(ctx context.Context, pr sdk.Principal, args any) (json.RawMessage, *sdk.Error, error) {
+	raw, err := r.llm.Invoke(ctx, "llm.ask", pr, args)
+	var te *sdk.Error
+	if errors.As(err, &te) {
+		return nil, te, nil
+	}
+	return raw, nil, err
+}
+
+// askAs is ask as pr.
+func (r *rig) askAs(t *testing.T, ctx context.Context, pr sdk.Principal, args any) (llm.AskOut, *sdk.Error, error) {
+	t.Helper()
+	raw, te, err := r.invokeAs(ctx, pr, args)
 	var out llm.AskOut
 	if err == nil && te == nil {
 		if jerr := json.Unmarshal(raw, &out); jerr != nil {

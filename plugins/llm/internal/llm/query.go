@@ -4,17 +4,18 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/capgate/capgate/sdk/platform"
 )
 
-// platform.search's limits on one query (plugins/search: index.MaxQueryLen
-// and index.MaxTerms), restated as its wire shapes are: a longer query is
-// refused, not shortened, so llm.ask shortens its own.
+// platform.search's limits on one query, as its contract states them: a
+// longer query is refused, not shortened, so llm.ask shortens its own.
 const (
 	// searchMaxQueryLen is the longest query, in characters.
-	searchMaxQueryLen = 500
+	searchMaxQueryLen = platform.MaxQueryLen
 	// searchMaxTerms is the most terms a query may have after analysis
 	// (stop words not counted).
-	searchMaxTerms = 32
+	searchMaxTerms = platform.MaxQueryTerms
 )
 
 // searchQuery derives platform.search's query from a question so that it

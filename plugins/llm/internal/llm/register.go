@@ -2,14 +2,15 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/capgate/capgate/sdk"
 )
 
-// Pack is the operator toggle of llm.ask.
+// Pack is the operator toggle of llm.ask: the plugin's name, which the SDK
+// makes its capabilities' pack.
 const Pack = "llm"
 
 // PermAsk is the permission llm.ask requires.
@@ -24,18 +25,18 @@ type Options struct {
 	HTTPClient *http.Client
 }
 
-// plugin is the configured state llm.ask works with.
-type plugin struct {
-	provider   atomic.Pointer[provider]
-	maxResults atomic.Int64
-	log        atomic.Pointer[slog.Logger]
+// service is the configured state llm.ask works with.
+type service struct {
+	provider   *provider
+	maxResults int
+	log        *slog.Logger
 }
 
-// Register declares llm.ask and the configuration on p.
+// Register declares llm.ask and the configuration on p. The config block
+// is read raw: ParseConfig decodes it, naming the key path of every error
+// and never quoting api_key.
 func Register(p *sdk.Plugin, opts Options) {
-	pl := &plugin{}
-	pl.log.Store(p.Logger())
-	p.OnConfigure(func(_ context.Context, env sdk.Env) error {
+	svc := sdk.Configure(p, func(_ context.Context, env sdk.Env, raw json.RawMessage) (*service, error) {
 		log := opts.Logger
 		if log == nil && env.Logger != nil {
 			log = env.Logger
@@ -43,16 +44,13 @@ func Register(p *sdk.Plugin, opts Options) {
 		if log == nil {
 			log = p.Logger()
 		}
-		conn, all, err := ParseConfig(env.Config, env.LLMConnectionSlug)
+		conn, all, err := ParseConfig(raw)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		pl.log.Store(log)
-		pl.maxResults.Store(int64(max(env.MaxResults, 1)))
-		pl.provider.Store(newProvider(conn, opts.HTTPClient, log))
 		log.Info("llm: answering with connection "+conn.String(), "connections", len(all),
 			"timeout", conn.Timeout.String(), "max_tokens", conn.MaxTokens, "max_retries", conn.MaxRetries)
-		return nil
+		return &service{provider: newProvider(conn, opts.HTTPClient, log), maxResults: max(env.MaxResults, 1), log: log}, nil
 	})
 	sdk.Add(p, sdk.Tool[AskIn, AskOut]{
 		Name: "llm.ask",
@@ -60,8 +58,7 @@ func Register(p *sdk.Plugin, opts Options) {
 			"you may read (found with platform.search and read with platform.get as you). The answer cites its sources by " +
 			"number; sources lists them. If you may not read the catalogue, the answer is ungrounded and says so.",
 		Kind:       sdk.Read,
-		Pack:       Pack,
 		Permission: PermAsk,
-		Handler:    pl.ask,
+		Handler:    sdk.Method(svc, (*service).ask),
 	})
 }

@@ -10,7 +10,7 @@ type AskIn struct {
 	// Question is bounded because a longer one is no question but a
 	// document, and would only crowd the sources out of the window.
 	Question string `json:"question" capgate:"maxLength=4000" jsonschema:"the question to answer, in words, e.g. which rooms have a projector?"`
-	// Entity's bound is platform.search's own.
+	// Entity's bound is platform.search's own (platform.MaxEntityLen).
 	Entity string `json:"entity,omitempty" capgate:"maxLength=128" jsonschema:"ground the answer only in records of this catalogue entity type, e.g. booking.resource; every type when omitted"`
 	// MaxSources bounds how many catalogue records go into the prompt.
 	MaxSources int `json:"max_sources,omitempty" capgate:"minimum=0,maximum=1000" jsonschema:"at most this many catalogue records to ground the answer in; 5 when omitted, and a larger value is capped to the server's max_results"`
@@ -37,29 +37,3 @@ type AskOut struct {
 	Model   string   `json:"model" jsonschema:"the model that answered, as the provider named it"`
 	Usage   Usage    `json:"usage" jsonschema:"tokens the provider counted for this answer"`
 }
-
-// The nested capabilities' wire shapes (plugins/search; that package is
-// internal to its plugin, so they are restated here).
-type (
-	searchIn struct {
-		Query  string `json:"query"`
-		Entity string `json:"entity,omitempty"`
-		Limit  int    `json:"limit,omitempty"`
-	}
-	searchHit struct {
-		Entity  string `json:"entity"`
-		ID      string `json:"id"`
-		Title   string `json:"title"`
-		Snippet string `json:"snippet"`
-	}
-	searchOut struct {
-		Hits []searchHit `json:"hits"`
-	}
-	getIn struct {
-		Entity string `json:"entity"`
-		ID     string `json:"id"`
-	}
-	getOut struct {
-		Record map[string]any `json:"record"`
-	}
-)
