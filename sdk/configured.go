@@ -42,8 +42,9 @@ func Configure[S, C any](p *Plugin, build func(ctx context.Context, env Env, cfg
 	c := &Configured[S]{plugin: p.name}
 	p.OnConfigure(func(ctx context.Context, env Env) error {
 		var cfg C
-		if err := env.DecodeConfig(&cfg); err != nil {
-			return err
+		env.markRead()
+		if err := decodeStrict(env.config, &cfg); err != nil {
+			return fmt.Errorf("%s config: %w", p.name, err)
 		}
 		s, err := build(ctx, env, cfg)
 		if err != nil {

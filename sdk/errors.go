@@ -174,10 +174,7 @@ func decodeStrict(raw json.RawMessage, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("plugin config: %w", err)
-	}
-	return nil
+	return dec.Decode(v)
 }
 
 // configKeys lists the keys of a config block, sorted; nil for an empty or

@@ -143,7 +143,7 @@ func ExampleConfigure() {
 	fmt.Println(err)
 	// Output:
 	// {"greeting":"good morning, Ada"} <nil>
-	// configure: plugin config: json: unknown field "salutaton"
+	// configure: greeter config: json: unknown field "salutaton"
 }
 
 type noteID struct {

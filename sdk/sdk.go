@@ -118,7 +118,10 @@ type Env struct {
 // rather than silently ignored. Configure calls it for you.
 func (e Env) DecodeConfig(v any) error {
 	e.markRead()
-	return decodeStrict(e.config, v)
+	if err := decodeStrict(e.config, v); err != nil {
+		return fmt.Errorf("plugin config: %w", err)
+	}
+	return nil
 }
 
 // ConfigJSON returns the plugin's config block as JSON, for a plugin that
