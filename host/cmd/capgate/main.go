@@ -27,6 +27,7 @@ import (
 	"github.com/capgate/capgate/host/internal/applog"
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/config"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
 // version is set at build time (-ldflags -X main.version=...).
@@ -158,9 +159,9 @@ func search(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer a.Close()
-	plugin, ok := a.Provider(searchCapability)
+	plugin, ok := a.Provider(platform.SearchName)
 	if !ok {
-		fmt.Fprintf(stderr, "capgate: no plugin in %s provides %s: add the search plugin to plugins\n", path, searchCapability)
+		fmt.Fprintf(stderr, "capgate: no plugin in %s provides %s: add the search plugin to plugins\n", path, platform.SearchName)
 		return 1
 	}
 	fmt.Fprintf(stdout, "search index of plugin %q rebuilt\n", plugin)
@@ -182,9 +183,6 @@ func loadConfig(command string, args []string, stderr io.Writer) (path string, c
 	}
 	return path, cfg, newLogger(cfg.Log, stderr), 0
 }
-
-// searchCapability is what the search plugin provides.
-const searchCapability = "platform.search"
 
 func serve(args []string, stderr io.Writer) int {
 	_, cfg, log, code := loadConfig("serve", args, stderr)

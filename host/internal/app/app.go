@@ -24,6 +24,7 @@ import (
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/idempotency"
 	"github.com/capgate/capgate/internal/registry"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
 // App is a provisioned host.
@@ -200,14 +201,9 @@ func pluginHealth(plugins *pluginhost.Host) server.HealthFunc {
 	}
 }
 
-// Catalogue records are MCP resources read and listed through these
-// capabilities of the search pack, so resources pass the same gate.
-const (
-	recordGet  = "platform.get"
-	recordList = "platform.list"
-)
-
-// records describes the catalogue to the MCP adapter.
+// records describes the catalogue to the MCP adapter: records are MCP
+// resources read and listed through platform.get and platform.list (the
+// search pack's), so resources pass the same gate.
 func records(cat *catalogue.Catalogue, plugins *pluginhost.Host) mcp.Records {
 	desc := map[string]string{}
 	for _, p := range plugins.Plugins() {
@@ -215,7 +211,7 @@ func records(cat *catalogue.Catalogue, plugins *pluginhost.Host) mcp.Records {
 			desc[e.Name] = e.Description
 		}
 	}
-	r := mcp.Records{Get: recordGet, List: recordList}
+	r := mcp.Records{Get: platform.GetName, List: platform.ListName}
 	for _, name := range cat.Entities() {
 		r.Entities = append(r.Entities, mcp.EntityType{Name: name, Description: desc[name]})
 	}

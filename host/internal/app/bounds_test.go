@@ -9,6 +9,7 @@ import (
 
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/internal/registry"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
 // TestBundledCapabilitiesDeclareInputBounds: every capability of the bundled
@@ -21,7 +22,6 @@ func TestBundledCapabilitiesDeclareInputBounds(t *testing.T) {
 enabled: true
 listen: 127.0.0.1:0
 data_dir: %s
-llm_connection_slug: test
 tokens: [{token: test-admin-1, role: admin, scope: admin, user_id: ops}]
 roles: {admin: ["*"]}
 packs: {booking: true, subscription: true, search: true, llm: true, hello: true, events: true}
@@ -32,6 +32,7 @@ plugins:
   - name: llm
     path: %s
     config:
+      connection: test
       connections: [{slug: test, kind: openai, base_url: "http://127.0.0.1:9/v1", model: test-model}]
   - {name: hello, path: %s}
 `, t.TempDir(), bookingBin, subscriptionBin, searchBin, llmBin, helloBin)), "")
@@ -67,7 +68,7 @@ plugins:
 		}
 	}
 	// The check saw every plugin's capabilities, not an empty list.
-	for _, want := range []string{"booking.create", "subscription.subscribe", "platform.search", "llm.ask", "hello.greet", "events.poll"} {
+	for _, want := range []string{"booking.create", "subscription.subscribe", platform.SearchName, "llm.ask", "hello.greet", "events.poll"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tools/list lacks %s: %v", want, names)
 		}

@@ -56,7 +56,6 @@ func TestLLMAskGroundedThroughTheGate(t *testing.T) {
 enabled: true
 listen: 127.0.0.1:0
 data_dir: %s
-llm_connection_slug: test
 tokens:
   - {token: test-reader-1, role: reader, scope: read}
   - {token: test-asker-1, role: asker, scope: read}
@@ -68,6 +67,7 @@ plugins:
   - name: llm
     path: %s
     config:
+      connection: test
       connections: [{slug: test, kind: openai, base_url: %q, model: test-model, api_key: sk-test-secret-0042}]
 `, t.TempDir(), bookingBin, searchBin, llmBin, srv.URL+"/v1")), "")
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
 // searchConfig is a host with the booking plugin (demo seed) and the search
@@ -127,9 +128,9 @@ func rpc(t *testing.T, addr, token, method string, params any) (result, rpcErr m
 // hitIDs runs platform.search and returns "entity/id" of each hit.
 func hitIDs(t *testing.T, addr, token string, args map[string]any) []string {
 	t.Helper()
-	out, msg := mcpTool(t, addr, token, "platform.search", args)
+	out, msg := mcpTool(t, addr, token, platform.SearchName, args)
 	if msg != "" {
-		t.Fatalf("platform.search %v: %s", args, msg)
+		t.Fatalf("%s %v: %s", platform.SearchName, args, msg)
 	}
 	var ids []string
 	for _, h := range out["hits"].([]any) {
@@ -193,17 +194,17 @@ func TestSearchThroughTheGate(t *testing.T) {
 				{map[string]any{"query": "  "}, "query"},
 				{map[string]any{"query": "aurora", "entity": "shop.invoice"}, "booking.resource"},
 			} {
-				if _, msg := mcpTool(t, addr, guest, "platform.search", tc.args); !strings.Contains(msg, tc.want) {
+				if _, msg := mcpTool(t, addr, guest, platform.SearchName, tc.args); !strings.Contains(msg, tc.want) {
 					t.Errorf("search %v: error %q, want one mentioning %q", tc.args, msg, tc.want)
 				}
 			}
 
-			got, msg := mcpTool(t, addr, guest, "platform.get", map[string]any{"entity": "booking.resource", "id": "room-aurora"})
+			got, msg := mcpTool(t, addr, guest, platform.GetName, map[string]any{"entity": "booking.resource", "id": "room-aurora"})
 			if msg != "" || got["record"].(map[string]any)["name"] != "Aurora" {
-				t.Fatalf("platform.get = %v, %q; want the Aurora record", got, msg)
+				t.Fatalf("%s = %v, %q; want the Aurora record", platform.GetName, got, msg)
 			}
-			if _, msg := mcpTool(t, addr, guest, "platform.get", map[string]any{"entity": "booking.resource", "id": "room-nowhere"}); !strings.Contains(msg, "room-nowhere") {
-				t.Errorf("platform.get of an unknown id: %q, want a not-found error naming it", msg)
+			if _, msg := mcpTool(t, addr, guest, platform.GetName, map[string]any{"entity": "booking.resource", "id": "room-nowhere"}); !strings.Contains(msg, "room-nowhere") {
+				t.Errorf("%s of an unknown id: %q, want a not-found error naming it", platform.GetName, msg)
 			}
 
 			// The same record as a resource, through the same gate.
@@ -216,7 +217,7 @@ func TestSearchThroughTheGate(t *testing.T) {
 			if err := json.Unmarshal([]byte(text), &rec); err != nil || !equalJSON(rec, got["record"]) {
 				t.Errorf("resources/read = %s, want the platform.get record %v", text, got["record"])
 			}
-			_, toolErr := rpc(t, addr, "test-nosrch-1", "tools/call", map[string]any{"name": "platform.get", "arguments": map[string]any{"entity": "booking.resource", "id": "room-aurora"}})
+			_, toolErr := rpc(t, addr, "test-nosrch-1", "tools/call", map[string]any{"name": platform.GetName, "arguments": map[string]any{"entity": "booking.resource", "id": "room-aurora"}})
 			_, readErr := rpc(t, addr, "test-nosrch-1", "resources/read", map[string]any{"uri": "capgate://booking.resource/room-aurora"})
 			if toolErr == nil || !equalJSON(toolErr, readErr) {
 				t.Errorf("refusals differ: tools/call %v, resources/read %v", toolErr, readErr)
@@ -302,7 +303,7 @@ plugins:
 	// The same data directory without the leaky plugin: the index is empty.
 	cfg.Plugins = cfg.Plugins[:1]
 	addr, _ := serveSearch(t, cfg, nil)
-	res, rerr := rpc(t, addr, "test-guest-1", "tools/call", map[string]any{"name": "platform.list", "arguments": map[string]any{}})
+	res, rerr := rpc(t, addr, "test-guest-1", "tools/call", map[string]any{"name": platform.ListName, "arguments": map[string]any{}})
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

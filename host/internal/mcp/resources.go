@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
 // Records makes the platform's catalogue records MCP resources: one
@@ -21,13 +24,13 @@ type Records struct {
 	// Entities are the provided catalogue entity types (e.g.
 	// "booking.resource"); one resource template each.
 	Entities []EntityType
-	// Get is the capability that reads one record: input
-	// {"entity","id"} → output {"entity","id","record":{...}}. The host
-	// passes "platform.get".
+	// Get is the capability that reads one record, on platform.get's
+	// contract (sdk/platform: GetIn → GetOut). The host passes
+	// platform.GetName.
 	Get string
-	// List is the capability that lists records: input {"entity"?,
-	// "cursor"?, "limit"?} → output {"items":[{"entity","id","title"}],
-	// "next_cursor"?}. The host passes "platform.list".
+	// List is the capability that lists records, on platform.list's
+	// contract (sdk/platform: ListIn → ListOut). The host passes
+	// platform.ListName.
 	List string
 }
 
@@ -116,120 +119,101 @@ func (c *call) resourcesList(id []byte, ps *params, out []byte) (int, []byte) {
 	if l == nil {
 		return c.emptyList(id, ps, `{"resources":[]`, out)
 	}
-	args := []byte("{}")
-	switch {
-	case ps.cursor == nil || string(ps.cursor) == "null" || string(ps.cursor) == `""`:
-	case !isString(ps.cursor):
-		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: cursor must be a string")
-	default:
-		args = appendRaw([]byte(`{"cursor":`), ps.cursor)
-		args = append(args, '}')
-	}
-	res, err := c.invoke(l.Name, args)
-	if err != nil {
-		var refusal *dispatch.Refusal
-		var toolErr *dispatch.ToolError
-		switch {
-		case errors.As(err, &refusal), errors.Is(err, dispatch.ErrUnknownCapability):
-			out = append(appendResultHead(out, id), `{"resources":[]`...)
-			return http.StatusOK, c.closeResult(out, true)
-		case errors.As(err, &toolErr):
-			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: "+toolErr.Message)
+	var in platform.ListIn
+	if ps.cursor != nil && string(ps.cursor) != "null" {
+		cursor, ok := decodeString(ps.cursor)
+		if !ok {
+			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: cursor must be a string")
 		}
-		return http.StatusOK, appendError(out, id, codeInternalError, c.internalFailure(l.Name, err))
+		in.Cursor = cursor // "" is the first page, as no cursor is
 	}
-	start := len(out)
+	res, err := c.invoke(l.Name, encodeArgs(in))
+	if err != nil {
+		return http.StatusOK, c.listFailed(id, l.Name, err, out)
+	}
+	var page platform.ListOut
+	if json.Unmarshal(res, &page) != nil || !wellFormed(page) {
+		return http.StatusOK, appendError(out, id, codeInternalError,
+			c.internalFailure(l.Name, errors.New("capability "+l.Name+" returned a malformed page")))
+	}
 	out = appendResultHead(out, id)
 	out = append(out, `{"resources":[`...)
-	out, ok := c.appendResourcePage(out, res)
-	if !ok {
-		return http.StatusOK, appendError(out[:start], id, codeInternalError,
-			c.internalFailure(l.Name, errors.New("capability "+l.Name+" returned a malformed page")))
+	out = c.appendResources(out, page.Items)
+	out = append(out, ']')
+	if page.NextCursor != "" {
+		out = append(out, `,"nextCursor":`...)
+		out = appendString(out, page.NextCursor)
 	}
 	return http.StatusOK, c.closeResult(out, true)
 }
 
-// appendResourcePage renders List's output {"items":[...],"next_cursor"?}
-// as the resources array (already opened) and nextCursor. Items of an
-// entity type not in Records.Entities are left out, as resources/read would
-// not find them. It reports false when the output has not that shape.
-func (c *call) appendResourcePage(out, res []byte) ([]byte, bool) {
-	res = trimJSON(res)
-	if res == nil || res[0] != '{' {
-		return out, false
-	}
-	var items, next []byte
-	it := iterObject(res, 1)
-	var mb member
-	for it.next(&mb) {
-		switch {
-		case mb.is("items"):
-			items = mb.val
-		case mb.is("next_cursor"):
-			next = mb.val
-		}
-	}
-	if it.bad || len(items) == 0 || items[0] != '[' {
-		return out, false
-	}
-	first := true
-	for i := skipSpace(items, 1); items[i] != ']'; {
-		end := skipValue(items, i, 2)
-		var entity, rid, title []byte
-		fields := iterObject(items[i:end], 2)
-		for fields.next(&mb) {
-			switch {
-			case mb.is("entity"):
-				entity = mb.val
-			case mb.is("id"):
-				rid = mb.val
-			case mb.is("title"):
-				title = mb.val
-			}
-		}
-		ent, ok1 := decodeString(entity)
-		idText, ok2 := decodeString(rid)
-		if fields.bad || !ok1 || !ok2 || idText == "" || (title != nil && !isString(title)) {
-			return out, false
-		}
-		if c.h.records.entities[ent] {
-			if !first {
-				out = append(out, ',')
-			}
-			first = false
-			out = append(out, `{"uri":"`+recordPrefix...)
-			out = appendEscaped(out, ent)
-			out = append(out, '/')
-			out = appendEscaped(out, idText)
-			out = append(out, `","name":`...)
-			out = appendRaw(out, rid)
-			if len(title) > 2 {
-				// title arrived with 2025-06-18; older clients read it
-				// as the description.
-				if c.ver.structured() {
-					out = append(out, `,"title":`...)
-				} else {
-					out = append(out, `,"description":`...)
-				}
-				out = appendRaw(out, title)
-			}
-			out = append(out, `,"mimeType":"`+recordMimeType+`"}`...)
-		}
-		i = skipSpace(items, end)
-		if items[i] == ',' {
-			i = skipSpace(items, i+1)
-		}
-	}
-	out = append(out, ']')
+// listFailed answers a failed List call: a refusal (or no List after all)
+// is an empty list, the caller's mistake (a bad cursor) invalid params,
+// anything else an internal error.
+func (c *call) listFailed(id []byte, name string, err error, out []byte) []byte {
+	var refusal *dispatch.Refusal
+	var toolErr *dispatch.ToolError
 	switch {
-	case next == nil || string(next) == "null" || string(next) == `""`:
-	case isString(next):
-		out = append(out, `,"nextCursor":`...)
-		out = appendRaw(out, next)
-	default:
-		return out, false
+	case errors.As(err, &refusal), errors.Is(err, dispatch.ErrUnknownCapability):
+		out = append(appendResultHead(out, id), `{"resources":[]`...)
+		return c.closeResult(out, true)
+	case errors.As(err, &toolErr):
+		return appendError(out, id, codeInvalidParams, "invalid params: "+toolErr.Message)
 	}
-	return out, true
+	return appendError(out, id, codeInternalError, c.internalFailure(name, err))
+}
+
+// wellFormed reports whether page has its items, each naming its entity
+// type and id.
+func wellFormed(page platform.ListOut) bool {
+	if page.Items == nil {
+		return false
+	}
+	for _, it := range page.Items {
+		if it.Entity == "" || it.ID == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// appendResources appends items as resources, comma-separated. Items of an
+// entity type not in Records.Entities are left out, as resources/read would
+// not find them.
+func (c *call) appendResources(out []byte, items []platform.Item) []byte {
+	first := true
+	for _, it := range items {
+		if !c.h.records.entities[it.Entity] {
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = c.appendResource(out, it)
+	}
+	return out
+}
+
+// appendResource appends one listed record as a resource.
+func (c *call) appendResource(out []byte, it platform.Item) []byte {
+	out = append(out, `{"uri":"`+recordPrefix...)
+	out = appendEscaped(out, it.Entity)
+	out = append(out, '/')
+	out = appendEscaped(out, it.ID)
+	out = append(out, `","name":`...)
+	out = appendString(out, it.ID)
+	if it.Title != "" {
+		// title arrived with 2025-06-18; older clients read it as the
+		// description.
+		if c.ver.structured() {
+			out = append(out, `,"title":`...)
+		} else {
+			out = append(out, `,"description":`...)
+		}
+		out = appendString(out, it.Title)
+	}
+	return append(out, `,"mimeType":"`+recordMimeType+`"}`...)
 }
 
 // resourcesRead reads capgate://<entity>/<id> by calling Get through the
@@ -256,10 +240,6 @@ func (c *call) resourcesRead(id []byte, ps *params, out []byte) (int, []byte) {
 	case !ours:
 		return http.StatusOK, c.resourceNotFound(id, ps.uri, out)
 	}
-	args := appendString([]byte(`{"entity":`), entity)
-	args = append(args, `,"id":`...)
-	args = appendString(args, rid)
-	args = append(args, '}')
 	if !c.h.records.entities[entity] && c.h.d.Allowed(c.p, &g.Capability) {
 		// An entity type not offered is no resource, whatever Get might
 		// return for it. Only a caller the gate admits learns that: anyone
@@ -267,26 +247,16 @@ func (c *call) resourcesRead(id []byte, ps *params, out []byte) (int, []byte) {
 		// a refusal never tells which entity types exist.
 		return http.StatusOK, c.resourceNotFound(id, ps.uri, out)
 	}
-	res, err := c.invoke(g.Name, args)
+	res, err := c.invoke(g.Name, encodeArgs(platform.GetIn{Entity: entity, ID: rid}))
 	if err == nil && !c.h.records.entities[entity] {
 		// Not reached: the gate refuses whoever Allowed turns away.
 		return http.StatusOK, c.resourceNotFound(id, ps.uri, out)
 	}
 	if err != nil {
-		var refusal *dispatch.Refusal
-		var toolErr *dispatch.ToolError
-		switch {
-		case errors.As(err, &refusal):
-			return http.StatusOK, c.refused(id, refusal, out)
-		case errors.As(err, &toolErr) && toolErr.Code == dispatch.NotFound, errors.Is(err, dispatch.ErrUnknownCapability):
-			return http.StatusOK, c.resourceNotFound(id, ps.uri, out)
-		case errors.As(err, &toolErr):
-			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: "+toolErr.Message)
-		}
-		return http.StatusOK, appendError(out, id, codeInternalError, c.internalFailure(g.Name, err))
+		return http.StatusOK, c.readFailed(id, ps.uri, g.Name, err, out)
 	}
-	record := recordOf(res)
-	if record == nil {
+	record, ok := recordOf(res)
+	if !ok {
 		return http.StatusOK, appendError(out, id, codeInternalError,
 			c.internalFailure(g.Name, errors.New("capability "+g.Name+" returned no record object")))
 	}
@@ -299,6 +269,24 @@ func (c *call) resourcesRead(id []byte, ps *params, out []byte) (int, []byte) {
 	// 2026-07-28 makes a read result cacheable like a list: ttlMs and
 	// cacheScope are required.
 	return http.StatusOK, c.closeResult(out, true)
+}
+
+// readFailed answers a failed Get call: a refusal is the very error
+// tools/call gives, a missing record (or no Get after all) the revision's
+// resource-not-found, another failure the caller can act on invalid
+// params, anything else an internal error.
+func (c *call) readFailed(id, rawURI []byte, name string, err error, out []byte) []byte {
+	var refusal *dispatch.Refusal
+	var toolErr *dispatch.ToolError
+	switch {
+	case errors.As(err, &refusal):
+		return c.refused(id, refusal, out)
+	case errors.As(err, &toolErr) && toolErr.Code == dispatch.NotFound, errors.Is(err, dispatch.ErrUnknownCapability):
+		return c.resourceNotFound(id, rawURI, out)
+	case errors.As(err, &toolErr):
+		return appendError(out, id, codeInvalidParams, "invalid params: "+toolErr.Message)
+	}
+	return appendError(out, id, codeInternalError, c.internalFailure(name, err))
 }
 
 // resourceNotFound is the error each revision prescribes for a URI the
@@ -314,36 +302,28 @@ func (c *call) resourceNotFound(id, rawURI, out []byte) []byte {
 	return append(out, "}}}"...)
 }
 
-// recordOf returns the "record" object of Get's output, or nil when the
-// output is not an object holding one.
-func recordOf(res []byte) []byte {
-	res = trimJSON(res)
-	if res == nil || res[0] != '{' {
-		return nil
+// recordOf returns the record of Get's output as JSON text, its numbers as
+// the provider wrote them; false when the output is not a GetOut holding a
+// record object.
+func recordOf(res []byte) ([]byte, bool) {
+	var got platform.GetOut
+	if json.Unmarshal(res, &got) != nil || got.Record == nil {
+		return nil, false
 	}
-	it := iterObject(res, 1)
-	var mb member
-	var record []byte
-	for it.next(&mb) {
-		if mb.is("record") {
-			record = mb.val
-		}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the text is never embedded in HTML
+	if enc.Encode(got.Record) != nil {
+		return nil, false
 	}
-	if it.bad || len(record) == 0 || record[0] != '{' {
-		return nil
-	}
-	return record
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), true
 }
 
-// trimJSON returns the one JSON value res holds without surrounding
-// space, or nil when res is not exactly one valid value.
-func trimJSON(res []byte) []byte {
-	start := skipSpace(res, 0)
-	end := skipValue(res, start, 0)
-	if end < 0 || skipSpace(res, end) != len(res) {
-		return nil
-	}
-	return res[start:end]
+// encodeArgs encodes the arguments of a call: an input of the platform
+// contract, made of strings and numbers, which always encode.
+func encodeArgs(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // parseRecordURI splits capgate://<entity>/<id> into its percent-decoded

@@ -473,7 +473,8 @@ func TestResourcesListCursor(t *testing.T) {
 }
 
 // rawCatalogue is a provider whose platform.get and platform.list return
-// whatever a test sets, to see the adapter meet a misbehaving plugin.
+// whatever a test sets, to see the adapter meet a misbehaving plugin (the
+// registry here states no output schema, so nothing else checks it).
 type rawCatalogue struct {
 	out   json.RawMessage
 	err   error
@@ -526,9 +527,14 @@ func TestResourcesProviderFailures(t *testing.T) {
 		{"read: no record", rawCatalogue{out: json.RawMessage(`{"entity":"booking.service","id":"haircut"}`)}, read, codeInternalError, "(reference "},
 		{"read: record not an object", rawCatalogue{out: json.RawMessage(`{"record":[1]}`)}, read, codeInternalError, "(reference "},
 		{"read: not JSON", rawCatalogue{out: json.RawMessage(`{"record":`)}, read, codeInternalError, "(reference "},
+		{"read: null record", rawCatalogue{out: json.RawMessage(`{"entity":"booking.service","id":"haircut","record":null}`)}, read, codeInternalError, "(reference "},
+		{"read: not an object", rawCatalogue{out: json.RawMessage(`[{"record":{}}]`)}, read, codeInternalError, "(reference "},
 		{"read: conflict", rawCatalogue{err: &dispatch.ToolError{Code: dispatch.Conflict, Message: "record is being rebuilt"}}, read, codeInvalidParams, "invalid params: record is being rebuilt"},
 		{"list: plugin error", rawCatalogue{err: errors.New(secret)}, list, codeInternalError, "internal error while running platform.list (reference "},
 		{"list: no items", rawCatalogue{out: json.RawMessage(`{}`)}, list, codeInternalError, "(reference "},
+		{"list: null items", rawCatalogue{out: json.RawMessage(`{"items":null}`)}, list, codeInternalError, "(reference "},
+		{"list: item without entity", rawCatalogue{out: json.RawMessage(`{"items":[{"id":"a"}]}`)}, list, codeInternalError, "(reference "},
+		{"list: item not an object", rawCatalogue{out: json.RawMessage(`{"items":["a"]}`)}, list, codeInternalError, "(reference "},
 		{"list: item without id", rawCatalogue{out: json.RawMessage(`{"items":[{"entity":"booking.service"}]}`)}, list, codeInternalError, "(reference "},
 		{"list: empty id", rawCatalogue{out: json.RawMessage(`{"items":[{"entity":"booking.service","id":""}]}`)}, list, codeInternalError, "(reference "},
 		{"list: title not a string", rawCatalogue{out: json.RawMessage(`{"items":[{"entity":"booking.service","id":"a","title":1}]}`)}, list, codeInternalError, "(reference "},
@@ -567,6 +573,19 @@ func TestResourcesListOutputShape(t *testing.T) {
 	want := []any{map[string]any{"uri": "capgate://booking.service/a%20b", "name": "a b", "title": `Té "q"`, "mimeType": "application/json"}}
 	if !reflect.DeepEqual(res["resources"], want) || res["nextCursor"] != nil {
 		t.Fatalf("result = %v", res)
+	}
+}
+
+// TestResourcesReadRecordText: a record reads as the provider's JSON
+// object, its numbers exactly as written and its text unescaped.
+func TestResourcesReadRecordText(t *testing.T) {
+	h, logs := newRawCatalogue(t, rawCatalogue{out: json.RawMessage(
+		`{"entity":"booking.service","id":"haircut","record":{"price":12345678901234567890.10,"note":"<b> & \u00e9","n":[1e400]}}`)})
+	f := &fixture{t: t, h: h, logs: logs}
+	res := f.send(mcptest.Admin, Version20251125, rpc{method: "resources/read", id: 1, params: map[string]any{"uri": "capgate://booking.service/haircut"}}).result(t)
+	text := res["contents"].([]any)[0].(map[string]any)["text"].(string)
+	if want := `{"n":[1e400],"note":"<b> & é","price":12345678901234567890.10}`; text != want {
+		t.Fatalf("text = %s, want %s", text, want)
 	}
 }
 

@@ -9,11 +9,14 @@ import (
 
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
-// Capability names the platform registers.
+// Capability names the platform registers. Search is the platform
+// contract's platform.search (sdk/platform); Slow, Broken, Panicking and
+// ListNumbers are capabilities of this test platform only.
 const (
-	Search      = "platform.search"
+	Search      = platform.SearchName
 	BookingGet  = "booking.get"
 	Cancel      = "booking.cancel"
 	Rename      = "booking.rename"

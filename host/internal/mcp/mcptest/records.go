@@ -8,13 +8,14 @@ import (
 
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
-// Catalogue capabilities WithRecords registers, named as the host names
-// its own.
+// Catalogue capabilities WithRecords registers, on the platform contract
+// (sdk/platform) the host's own follow.
 const (
-	RecordGet  = "platform.get"
-	RecordList = "platform.list"
+	RecordGet  = platform.GetName
+	RecordList = platform.ListName
 	// RecordPageSize is platform.list's default page size: small, so the
 	// few records span several pages.
 	RecordPageSize = 2
@@ -62,13 +63,17 @@ var recordCapabilities = []registry.Capability{
 }
 
 func getRecord(args json.RawMessage) (json.RawMessage, error) {
-	var a struct{ Entity, ID string }
+	var a platform.GetIn
 	if err := json.Unmarshal(args, &a); err != nil {
 		return nil, fmt.Errorf("decode args: %w", err)
 	}
 	for _, r := range Records {
 		if r.Entity == a.Entity && r.ID == a.ID {
-			return json.Marshal(map[string]any{"entity": r.Entity, "id": r.ID, "record": r.Data})
+			var rec platform.Record
+			if err := json.Unmarshal(r.Data, &rec); err != nil {
+				return nil, fmt.Errorf("record %s %q: %w", r.Entity, r.ID, err)
+			}
+			return json.Marshal(platform.GetOut{Entity: r.Entity, ID: r.ID, Record: rec})
 		}
 	}
 	return nil, &dispatch.ToolError{Code: dispatch.NotFound, Message: fmt.Sprintf("%s %q does not exist", a.Entity, a.ID)}
@@ -77,10 +82,7 @@ func getRecord(args json.RawMessage) (json.RawMessage, error) {
 // listRecords pages Records; a cursor is "o<offset>" into the (filtered)
 // list.
 func listRecords(args json.RawMessage) (json.RawMessage, error) {
-	var a struct {
-		Entity, Cursor string
-		Limit          int
-	}
+	var a platform.ListIn
 	if err := json.Unmarshal(args, &a); err != nil {
 		return nil, fmt.Errorf("decode args: %w", err)
 	}
@@ -101,18 +103,10 @@ func listRecords(args json.RawMessage) (json.RawMessage, error) {
 		}
 		offset = n
 	}
-	type item struct {
-		Entity string `json:"entity"`
-		ID     string `json:"id"`
-		Title  string `json:"title"`
-	}
-	page := struct {
-		Items      []item `json:"items"`
-		NextCursor string `json:"next_cursor,omitempty"`
-	}{Items: []item{}}
+	page := platform.ListOut{Items: []platform.Item{}}
 	end := min(offset+a.Limit, len(all))
 	for _, r := range all[offset:end] {
-		page.Items = append(page.Items, item{r.Entity, r.ID, r.Title})
+		page.Items = append(page.Items, platform.Item{Entity: r.Entity, ID: r.ID, Title: r.Title})
 	}
 	if end < len(all) {
 		page.NextCursor = "o" + strconv.Itoa(end)
