@@ -8,6 +8,7 @@ import (
 
 	"github.com/capgate/capgate/plugins/llm/internal/llm"
 	"github.com/capgate/capgate/sdk"
+	"github.com/capgate/capgate/sdk/platform"
 )
 
 func TestAskGroundsTheAnswerInTheCallersRecords(t *testing.T) {
@@ -55,7 +56,7 @@ func TestAskGroundsTheAnswerInTheCallersRecords(t *testing.T) {
 	}
 	// Searched for the question's content words, with the default max_sources.
 	if got := r.cat.searches[0]; got["query"] != "room projector" || got["limit"] != 5 || got["entity"] != "" {
-		t.Errorf("platform.search got %v", got)
+		t.Errorf("%s got %v", platform.SearchName, got)
 	}
 }
 
@@ -105,7 +106,7 @@ func TestAskRefusedSearchAnswersUngrounded(t *testing.T) {
 	// The nested call was refused at the caller's permission, and stopped
 	// there.
 	if logs := r.logs.String(); !strings.Contains(logs, "the caller may not search") ||
-		!strings.Contains(logs, "platform.search refused at "+string(sdk.StepPermission)) {
+		!strings.Contains(logs, platform.SearchName+" refused at "+string(sdk.StepPermission)) {
 		t.Errorf("log does not record the permission refusal of platform.search:\n%s", logs)
 	}
 	if searches, gets := r.cat.reached(); searches+gets != 0 {

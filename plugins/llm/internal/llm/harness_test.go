@@ -228,7 +228,7 @@ func (c *catalogue) lastQuery(t *testing.T) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.searches) == 0 {
-		t.Fatal("platform.search was not called")
+		t.Fatal(platform.SearchName + " was not called")
 	}
 	return c.searches[len(c.searches)-1]["query"].(string)
 }
