@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/pluginhost"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // BuiltinPacks are the packs the bundled plugins provide. Config.Packs
@@ -80,8 +80,7 @@ type Config struct {
 	DefaultScope dispatch.Scope
 	DefaultRole  string
 	// MaxResults caps the items a listing capability returns.
-	MaxResults        int
-	LLMConnectionSlug string
+	MaxResults int
 	// EventsBufferSize is how many events the bus retains, on disk, for
 	// events.poll and for subscribers that fall behind.
 	EventsBufferSize int

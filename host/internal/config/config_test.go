@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/pluginhost"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 func defaults() *Config {
@@ -79,7 +79,6 @@ data_dir: /var/lib/capgate
 default_scope: action
 default_role: viewer
 max_results: 50
-llm_connection_slug: openai-main
 events_buffer_size: 5000
 max_result_bytes: 65536
 database:
@@ -146,14 +145,13 @@ plugins:
 			{Index: 1, SHA256: sum("object-token-2"), Role: "admin", Scope: dispatch.ScopeAdmin},
 			{Index: 2, SHA256: hashedSum, Role: "viewer", Scope: dispatch.ScopeAction, UserID: "1042"},
 		},
-		Roles:             map[string][]string{"admin": {"*"}, "viewer": {"booking.read", "search.*"}, "nobody": {}},
-		Packs:             map[string]bool{"search": false, "booking": true, "subscription": false, "llm": false, "events": false, "crm_sync": true},
-		MaxResults:        50,
-		LLMConnectionSlug: "openai-main",
-		EventsBufferSize:  5000,
-		MaxResultBytes:    65536,
-		Database:          Database{DSN: "postgres://capgate@db.example:5432/capgate"},
-		Idempotency:       Idempotency{Retention: 2 * time.Hour},
+		Roles:            map[string][]string{"admin": {"*"}, "viewer": {"booking.read", "search.*"}, "nobody": {}},
+		Packs:            map[string]bool{"search": false, "booking": true, "subscription": false, "llm": false, "events": false, "crm_sync": true},
+		MaxResults:       50,
+		EventsBufferSize: 5000,
+		MaxResultBytes:   65536,
+		Database:         Database{DSN: "postgres://capgate@db.example:5432/capgate"},
+		Idempotency:      Idempotency{Retention: 2 * time.Hour},
 		HTTP: HTTP{
 			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second, MaxInFlight: 64,
 			AllowedOrigins: []string{"https://app.example.com", "http://localhost:3000", "http://[::1]"},
@@ -188,7 +186,6 @@ listen: 127.0.0.1:1
 data_dir: file-data
 default_scope: read
 max_results: 5
-llm_connection_slug: file-slug
 events_buffer_size: 5
 roles: {admin: ["*"], viewer: []}
 default_role: viewer
@@ -207,7 +204,6 @@ log: {level: error, format: text}
 		{"CAPGATE_DEFAULT_SCOPE", "admin", func(c *Config) bool { return c.DefaultScope == dispatch.ScopeAdmin }},
 		{"CAPGATE_DEFAULT_ROLE", "admin", func(c *Config) bool { return c.DefaultRole == "admin" }},
 		{"CAPGATE_MAX_RESULTS", "77", func(c *Config) bool { return c.MaxResults == 77 }},
-		{"CAPGATE_LLM_CONNECTION_SLUG", "env-slug", func(c *Config) bool { return c.LLMConnectionSlug == "env-slug" }},
 		{"CAPGATE_EVENTS_BUFFER_SIZE", "123", func(c *Config) bool { return c.EventsBufferSize == 123 }},
 		{"CAPGATE_HTTP_MAX_BODY_BYTES", "4096", func(c *Config) bool { return c.HTTP.MaxBodyBytes == 4096 }},
 		{"CAPGATE_HTTP_REQUEST_TIMEOUT", "2m", func(c *Config) bool { return c.HTTP.RequestTimeout == 2*time.Minute }},
@@ -266,7 +262,7 @@ func TestReferences(t *testing.T) {
 enabled: ${CG_TEST_ON}
 max_results: ${CG_TEST_N}
 data_dir: ${CG_TEST_UNSET:-/var/lib/default}
-llm_connection_slug: "${CG_TEST_EMPTY:-fallback}"
+listen: "${CG_TEST_EMPTY:-127.0.0.1:7070}"
 tokens:
   - ${CG_TEST_TOKEN}
   - {token: other-token, user_id: "u-${CG_TEST_EMPTY}-x"}
@@ -286,7 +282,7 @@ plugins:
 		{"typed boolean", cfg.Enabled, true},
 		{"typed integer", cfg.MaxResults, 42},
 		{"default when unset", cfg.DataDir, "/var/lib/default"},
-		{"default when empty", cfg.LLMConnectionSlug, "fallback"},
+		{"default when empty", cfg.Listen, "127.0.0.1:7070"},
 		{"token from variable", cfg.Tokens[0].SHA256, sum("env-token-value")},
 		{"set but empty", cfg.Tokens[1].UserID, "u--x"},
 		{"plugin path", cfg.Plugins[0].Path, "/etc/capgate/bin/db"},

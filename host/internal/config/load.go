@@ -22,9 +22,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/capgate/capgate/host/internal/catalogue"
-	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/pluginhost"
+	"github.com/capgate/capgate/internal/dispatch"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk/sqlstore"
 )
@@ -132,7 +132,6 @@ var Settings = []Setting{
 	{Key: "default_scope", Default: "read", kind: kindString, def: "read"},
 	{Key: "default_role", Default: "", kind: kindString, def: ""},
 	{Key: "max_results", Default: "20", kind: kindInt, def: 20},
-	{Key: "llm_connection_slug", Default: "", kind: kindString, def: ""},
 	{Key: "events_buffer_size", Default: "1000", kind: kindInt, def: 1000},
 	{Key: "max_result_bytes", Default: strconv.Itoa(pluginhost.DefaultMaxResultBytes), kind: kindInt, def: pluginhost.DefaultMaxResultBytes},
 	{Key: "http.max_body_bytes", Default: "1048576", kind: kindInt, def: 1 << 20},
@@ -164,7 +163,7 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "llm_connection_slug", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
@@ -195,7 +194,21 @@ type loader struct {
 	// nodes is how many more values plugin config blocks may expand to;
 	// aliases of aliases can otherwise multiply a small file into billions.
 	nodes int
+
+	// pluginAt is where plugins sit under plugins, by name and by the name
+	// of the bundled plugin binary they run (capgate-plugin-<name>); the
+	// first entry wins.
+	pluginAt map[string]int
 }
+
+// movedKeys are top-level keys that became a plugin's own: an operator
+// still setting one is told where it went rather than that it is unknown.
+var movedKeys = map[string]movedKey{
+	"llm_connection_slug": {plugin: "llm", key: "connection"},
+}
+
+// movedKey is the plugin config key a top-level key moved to.
+type movedKey struct{ plugin, key string }
 
 func (l *loader) addf(path string, line int, format string, args ...any) {
 	l.problems = append(l.problems, &Problem{Path: path, Line: line, Message: fmt.Sprintf(format, args...)})
@@ -218,6 +231,8 @@ func parse(data []byte, baseDir, file string) (*Config, error) {
 		file:    map[string]any{},
 		lines:   map[string]int{},
 		nodes:   maxFreeformNodes,
+
+		pluginAt: map[string]int{},
 	}
 	cfg := l.load(doc)
 	if len(l.problems) > 0 {
@@ -240,6 +255,7 @@ func lineOrder(p *Problem) int {
 
 func (l *loader) load(doc *yaml.Node) *Config {
 	sections := map[string]*yaml.Node{}
+	var moved []pair
 	if doc != nil && len(doc.Content) > 0 {
 		root := resolve(doc.Content[0])
 		switch {
@@ -250,6 +266,10 @@ func (l *loader) load(doc *yaml.Node) *Config {
 			for _, p := range l.pairs("", root, 0) {
 				if strings.HasPrefix(p.key, "x-") {
 					continue // an extension block, a place to define YAML anchors
+				}
+				if _, ok := movedKeys[p.key]; ok {
+					moved = append(moved, p) // reported once plugins are read
+					continue
 				}
 				if !slices.Contains(topKeys, p.key) {
 					l.unknown(p, topKeys)
@@ -318,7 +338,35 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	}
 	cfg.Tokens = l.tokens(sections["tokens"], cfg)
 	cfg.Plugins = l.plugins(sections["plugins"])
+	for _, p := range moved {
+		l.movedKey(p)
+	}
 	return cfg
+}
+
+// movedKey reports a top-level key that moved into a plugin's config,
+// naming the place it goes in this file, with its value.
+func (l *loader) movedKey(p pair) {
+	m := movedKeys[p.key]
+	value := ""
+	if v := resolve(p.val); v.Kind == yaml.ScalarNode && !isNull(v) && v.Value != "" {
+		value = ": " + v.Value
+	}
+	if i, ok := l.pluginAt[m.plugin]; ok {
+		l.addf(p.path, p.keyNode.Line, "moved to the %s plugin's config: remove it here and set %s%s",
+			m.plugin, child(child(index("plugins", i), "config"), m.key), value)
+		return
+	}
+	l.addf(p.path, p.keyNode.Line, "moved to the %s plugin's config: remove it here and set config.%s%s in the %s plugin's entry under plugins",
+		m.plugin, m.key, value, m.plugin)
+}
+
+// placePlugin records that the plugin named name is plugins[i], unless
+// an earlier entry is.
+func (l *loader) placePlugin(name string, i int) {
+	if _, ok := l.pluginAt[name]; !ok {
+		l.pluginAt[name] = i
+	}
 }
 
 // scalarSection records a section whose keys are all scalar settings.
@@ -510,9 +558,6 @@ func (l *loader) resolveSettings(cfg *Config) {
 	cfg.HTTP.MaxBodyBytes = intIn("http.max_body_bytes", 1, maxBodyLimit)
 	cfg.HTTP.MaxInFlight = int(intIn("http.max_in_flight", 1, 1_000_000))
 	cfg.MaxResultBytes = int(intIn("max_result_bytes", 1024, maxBodyLimit))
-	if v, _, ok := get("llm_connection_slug"); ok {
-		cfg.LLMConnectionSlug = v.(string)
-	}
 	positive := func(key string) time.Duration {
 		v, src, ok := get(key)
 		if !ok {
@@ -1013,6 +1058,7 @@ func (l *loader) plugins(n *yaml.Node) []Plugin {
 					} else {
 						first[s] = i
 					}
+					l.placePlugin(s, i)
 				}
 				pl.Name, hasName = s, true
 			case "path":
@@ -1028,6 +1074,9 @@ func (l *loader) plugins(n *yaml.Node) []Plugin {
 						s = filepath.Join(l.baseDir, s)
 					}
 					pl.Path = filepath.Clean(s)
+					if name, bundled := strings.CutPrefix(filepath.Base(pl.Path), "capgate-plugin-"); bundled {
+						l.placePlugin(name, i)
+					}
 				}
 				hasPath = true
 			case "sha256":

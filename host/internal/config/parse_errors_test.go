@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, llm_connection_slug, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -47,6 +47,16 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{"search.blocked: unknown key; known keys are blocked_entities (line 2)"}},
 		{"unknown plugin key", "plugins:\n  - name: a\n    path: a\n    sha265: x\n",
 			nil, []string{"plugins[0].sha265: unknown key; known keys are name, path, sha256, env, max_in_flight, restart, config (line 4)"}},
+		// A key that moved into a plugin's config says where it went.
+		{"llm_connection_slug, llm plugin by name", "llm_connection_slug: local\nplugins:\n  - {name: search, path: bin/s}\n  - {name: llm, path: bin/l}\n",
+			nil, []string{"llm_connection_slug: moved to the llm plugin's config: remove it here and set plugins[1].config.connection: local (line 1)"}},
+		{"llm_connection_slug, llm plugin by binary", "plugins:\n  - {name: ask, path: ../bin/capgate-plugin-llm}\nllm_connection_slug: ${CG_TEST_SLUG}\n",
+			nil, []string{"llm_connection_slug: moved to the llm plugin's config: remove it here and set plugins[0].config.connection: ${CG_TEST_SLUG} (line 3)"}},
+		{"llm_connection_slug, no llm plugin", "llm_connection_slug: \"\"\n",
+			nil, []string{"llm_connection_slug: moved to the llm plugin's config: remove it here and set config.connection in the llm plugin's entry under plugins (line 1)"}},
+		{"llm_connection_slug among other problems", "listn: x\nllm_connection_slug: [a]\n",
+			nil, []string{"listn: unknown key; " + topKnown + " (line 1)",
+				"llm_connection_slug: moved to the llm plugin's config: remove it here and set config.connection in the llm plugin's entry under plugins (line 2)"}},
 		{"odd key quoted in path", "\"a b\": 1\n",
 			nil, []string{`["a b"]: unknown key; ` + topKnown + " (line 1)"}},
 		{"duplicate key", "listen: a:1\nlisten: b:2\n",
@@ -272,8 +282,8 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{"tokens[0].token: environment variable CG_TEST_UNSET is not set (write ${CG_TEST_UNSET:-default} to give a default) (line 2)"}},
 		{"unset variable in plugin config", "plugins:\n  - name: a\n    path: a\n    config:\n      db: {Password: '${CG_TEST_UNSET}'}\n",
 			nil, []string{"plugins[0].config.db.Password: environment variable CG_TEST_UNSET is not set (write ${CG_TEST_UNSET:-default} to give a default) (line 5)"}},
-		{"unterminated reference", "llm_connection_slug: ${CG_TEST\n",
-			nil, []string{`llm_connection_slug: unterminated "${CG_TEST": a reference is written ${NAME} or ${NAME:-default} (line 1)`}},
+		{"unterminated reference", "data_dir: ${CG_TEST\n",
+			nil, []string{`data_dir: unterminated "${CG_TEST": a reference is written ${NAME} or ${NAME:-default} (line 1)`}},
 		{"bad variable name", "data_dir: ${1DIR}\n",
 			nil, []string{"data_dir: invalid reference ${1DIR}: a variable name is letters, digits and _, not starting with a digit (line 1)"}},
 		{"expanded value wrong type", "max_results: ${CG_TEST_N}\n",

@@ -21,7 +21,7 @@ func TestReferenceLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config/reference.yaml does not load:\n%v", err)
 	}
-	if len(cfg.Tokens) != 3 || len(cfg.Plugins) != 3 || !cfg.Packs["booking"] {
+	if len(cfg.Tokens) != 3 || len(cfg.Plugins) != 4 || !cfg.Packs["booking"] {
 		t.Errorf("reference loaded oddly: %d tokens, %d plugins, packs %v", len(cfg.Tokens), len(cfg.Plugins), cfg.Packs)
 	}
 	if want := filepath.Join(filepath.Dir(cfg.File), "..", "bin", "capgate-plugin-booking"); cfg.Plugins[0].Path != filepath.Clean(want) {
@@ -33,8 +33,11 @@ func TestReferenceLoads(t *testing.T) {
 	if cfg.Events != (Events{NATSURL: "nats://127.0.0.1:4222", Stream: "CAPGATE_EVENTS"}) {
 		t.Errorf("events = %+v", cfg.Events)
 	}
-	if got := cfg.Plugins[2].Config["Region"]; got != "eu-west-1" {
-		t.Errorf("plugins[2].config.Region = %v", got)
+	if got := cfg.Plugins[2].Config["connection"]; cfg.Plugins[2].Name != "llm" || got != "local" {
+		t.Errorf("plugins[2] is %s, config.connection = %v; want the llm plugin's", cfg.Plugins[2].Name, got)
+	}
+	if got := cfg.Plugins[3].Config["Region"]; got != "eu-west-1" {
+		t.Errorf("plugins[3].config.Region = %v", got)
 	}
 
 	raw, err := os.ReadFile(referencePath)
