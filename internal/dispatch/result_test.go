@@ -17,7 +17,9 @@ type scripted struct {
 	err error
 }
 
-func (s scripted) Invoke(context.Context, dispatch.Request) (json.RawMessage, error) { return s.res, s.err }
+func (s scripted) Invoke(context.Context, dispatch.Request) (json.RawMessage, error) {
+	return s.res, s.err
+}
 
 func scriptedGate(t *testing.T, prov scripted, ownerGuarded bool) *dispatch.Dispatcher {
 	t.Helper()
