@@ -3,9 +3,7 @@ package synthetic
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/capgate/capgate/bench/plugins/synthetic/internal/gen"
 	"github.com/capgate/capgate/sdk"
@@ -34,19 +32,7 @@ type Config struct {
 
 // Register declares the synthetic.item entity type on p.
 func Register(p *sdk.Plugin) {
-	var cat atomic.Pointer[gen.Catalogue]
-	get := func() (*gen.Catalogue, error) {
-		if c := cat.Load(); c != nil {
-			return c, nil
-		}
-		return nil, errors.New("synthetic plugin is not configured")
-	}
-
-	p.OnConfigure(func(_ context.Context, env sdk.Env) error {
-		var cfg Config
-		if err := env.DecodeConfig(&cfg); err != nil {
-			return fmt.Errorf("synthetic config: %w", err)
-		}
+	svc := sdk.Configure(p, func(_ context.Context, env sdk.Env, cfg Config) (*Catalogue, error) {
 		c := gen.Catalogue{N: DefaultDocuments, Seed: DefaultSeed}
 		if cfg.Documents != nil {
 			c.N = *cfg.Documents
@@ -55,54 +41,50 @@ func Register(p *sdk.Plugin) {
 			c.Seed = *cfg.Seed
 		}
 		if c.N < 1 || c.N > gen.MaxDocuments {
-			return fmt.Errorf("synthetic config: documents %d: must be between 1 and %d", c.N, gen.MaxDocuments)
+			return nil, fmt.Errorf("synthetic config: documents %d: must be between 1 and %d", c.N, gen.MaxDocuments)
 		}
-		cat.Store(&c)
 		env.Logger.Info("synthetic catalogue", "entity", Entity, "documents", c.N, "seed", c.Seed)
-		return nil
+		return &Catalogue{c: c}, nil
 	})
-
 	p.ProvideEntity(sdk.Entity{
 		Name:        Entity,
 		Description: "a generated catalogue item (room, desk, court, studio, plan or class), for benchmarks",
 		Version:     DocVersion,
-		List: func(_ context.Context, after string, limit int) ([]sdk.Document, error) {
-			c, err := get()
-			if err != nil {
-				return nil, err
-			}
-			items := c.After(after, limit)
-			out := make([]sdk.Document, len(items))
-			for i, it := range items {
-				out[i] = document(it)
-			}
-			return out, nil
-		},
-		Get: func(_ context.Context, ids []string) ([]sdk.Document, error) {
-			c, err := get()
-			if err != nil {
-				return nil, err
-			}
-			out := make([]sdk.Document, 0, len(ids))
-			for _, id := range ids {
-				if it, ok := c.Get(id); ok {
-					out = append(out, document(it))
-				}
-			}
-			return out, nil
-		},
-		Record: func(_ context.Context, id string) (any, error) {
-			c, err := get()
-			if err != nil {
-				return nil, err
-			}
-			it, ok := c.Get(id)
-			if !ok {
-				return nil, sdk.NotFound("no %s %q", Entity, id)
-			}
-			return it, nil
-		},
+		Source:      svc,
 	})
+}
+
+// Catalogue serves the configured catalogue's documents and records.
+type Catalogue struct{ c gen.Catalogue }
+
+// Documents returns up to limit items whose id sorts after after.
+func (s *Catalogue) Documents(_ context.Context, after string, limit int) ([]sdk.Document, error) {
+	items := s.c.After(after, limit)
+	out := make([]sdk.Document, len(items))
+	for i, it := range items {
+		out[i] = document(it)
+	}
+	return out, nil
+}
+
+// DocumentsByID returns the documents of the ids that exist.
+func (s *Catalogue) DocumentsByID(_ context.Context, ids []string) ([]sdk.Document, error) {
+	out := make([]sdk.Document, 0, len(ids))
+	for _, id := range ids {
+		if it, ok := s.c.Get(id); ok {
+			out = append(out, document(it))
+		}
+	}
+	return out, nil
+}
+
+// Record returns the item id, or NotFound.
+func (s *Catalogue) Record(_ context.Context, id string) (any, error) {
+	it, ok := s.c.Get(id)
+	if !ok {
+		return nil, sdk.NotFound("no %s %q", Entity, id)
+	}
+	return it, nil
 }
 
 // document is the searchable text of an item.

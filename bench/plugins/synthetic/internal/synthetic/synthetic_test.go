@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/capgate/capgate/bench/plugins/synthetic/internal/synthetic"
-	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
@@ -27,24 +26,24 @@ func TestPagesThroughEveryDocumentOnce(t *testing.T) {
 	seen := map[string]bool{}
 	after, pages := "", 0
 	for {
-		resp, err := c.Documents(ctx, synthetic.Entity, after, 500)
+		docs, more, err := c.Documents(ctx, synthetic.Entity, after, 500)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pages++
-		for _, d := range resp.Documents {
-			if d.Id <= after {
-				t.Fatalf("id %q after %q: not in order", d.Id, after)
+		for _, d := range docs {
+			if d.ID <= after {
+				t.Fatalf("id %q after %q: not in order", d.ID, after)
 			}
-			if seen[d.Id] {
-				t.Fatalf("%q twice", d.Id)
+			if seen[d.ID] {
+				t.Fatalf("%q twice", d.ID)
 			}
 			if d.Title == "" || d.Body == "" {
 				t.Fatalf("empty document %+v", d)
 			}
-			seen[d.Id], after = true, d.Id
+			seen[d.ID], after = true, d.ID
 		}
-		if !resp.More {
+		if !more {
 			break
 		}
 		if pages > n {
@@ -61,12 +60,12 @@ func TestPagesThroughEveryDocumentOnce(t *testing.T) {
 
 func TestDefaultIsHundredThousand(t *testing.T) {
 	c := start(t, nil)
-	resp, err := c.Documents(context.Background(), synthetic.Entity, "item-099998", 10)
+	docs, more, err := c.Documents(context.Background(), synthetic.Entity, "item-099998", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Documents) != 1 || resp.Documents[0].Id != "item-099999" || resp.More {
-		t.Errorf("after item-099998: %+v", resp)
+	if len(docs) != 1 || docs[0].ID != "item-099999" || more {
+		t.Errorf("after item-099998: %+v, more %v", docs, more)
 	}
 }
 
@@ -75,34 +74,34 @@ func TestDefaultIsHundredThousand(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	ctx := context.Background()
 	a, b := start(t, map[string]any{"documents": 300}), start(t, map[string]any{"documents": 300})
-	pa, err := a.Documents(ctx, synthetic.Entity, "item-000100", 50)
+	pa, _, err := a.Documents(ctx, synthetic.Entity, "item-000100", 50)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pb, err := b.Documents(ctx, synthetic.Entity, "item-000100", 50)
+	pb, _, err := b.Documents(ctx, synthetic.Entity, "item-000100", 50)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pa.Documents) != 50 {
-		t.Fatalf("%d documents", len(pa.Documents))
+	if len(pa) != 50 {
+		t.Fatalf("%d documents", len(pa))
 	}
-	for i := range pa.Documents {
-		if !same(pa.Documents[i], pb.Documents[i]) {
-			t.Fatalf("document %d differs:\n%+v\n%+v", i, pa.Documents[i], pb.Documents[i])
+	for i := range pa {
+		if !same(pa[i], pb[i]) {
+			t.Fatalf("document %d differs:\n%+v\n%+v", i, pa[i], pb[i])
 		}
 	}
-	byID, err := b.DocumentsByID(ctx, synthetic.Entity, pa.Documents[7].Id)
-	if err != nil || len(byID.Documents) != 1 || !same(byID.Documents[0], pa.Documents[7]) {
-		t.Fatalf("Get(%s) = %+v, %v", pa.Documents[7].Id, byID, err)
+	byID, err := b.DocumentsByID(ctx, synthetic.Entity, pa[7].ID)
+	if err != nil || len(byID) != 1 || !same(byID[0], pa[7]) {
+		t.Fatalf("Get(%s) = %+v, %v", pa[7].ID, byID, err)
 	}
 	other := start(t, map[string]any{"documents": 300, "seed": 7})
-	po, err := other.Documents(ctx, synthetic.Entity, "item-000100", 50)
+	po, _, err := other.Documents(ctx, synthetic.Entity, "item-000100", 50)
 	if err != nil {
 		t.Fatal(err)
 	}
 	differ := 0
-	for i := range po.Documents {
-		if !same(po.Documents[i], pa.Documents[i]) {
+	for i := range po {
+		if !same(po[i], pa[i]) {
 			differ++
 		}
 	}
@@ -111,8 +110,8 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-func same(a, b *capgatev1.Document) bool {
-	if a.Id != b.Id || a.Title != b.Title || a.Body != b.Body || len(a.Fields) != len(b.Fields) {
+func same(a, b sdk.Document) bool {
+	if a.ID != b.ID || a.Title != b.Title || a.Body != b.Body || len(a.Fields) != len(b.Fields) {
 		return false
 	}
 	for k, v := range a.Fields {
@@ -130,8 +129,8 @@ func TestGetSkipsMissingIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, d := range resp.Documents {
-		ids = append(ids, d.Id)
+	for _, d := range resp {
+		ids = append(ids, d.ID)
 	}
 	if len(ids) != 2 || ids[0] != "item-000003" || ids[1] != "item-000009" {
 		t.Errorf("ids = %v, want the two that exist", ids)
@@ -141,9 +140,9 @@ func TestGetSkipsMissingIDs(t *testing.T) {
 func TestRecord(t *testing.T) {
 	c := start(t, map[string]any{"documents": 10})
 	ctx := context.Background()
-	raw, te, err := c.Record(ctx, synthetic.Entity, "item-000004")
-	if err != nil || te != nil {
-		t.Fatalf("Record = %v, %v", te, err)
+	raw, err := c.Record(ctx, synthetic.Entity, "item-000004")
+	if err != nil {
+		t.Fatalf("Record: %v", err)
 	}
 	var rec struct {
 		ID, Kind, Title, Description string
@@ -156,12 +155,8 @@ func TestRecord(t *testing.T) {
 		t.Errorf("record = %s", raw)
 	}
 	for _, id := range []string{"item-000010", "item-999999", "", "42"} {
-		_, te, err := c.Record(ctx, synthetic.Entity, id)
-		if err != nil {
-			t.Fatalf("Record(%q): %v", id, err)
-		}
-		if te == nil || te.Code != capgatev1.ToolError_CODE_NOT_FOUND {
-			t.Errorf("Record(%q) = %v, want NotFound", id, te)
+		if _, err := c.Record(ctx, synthetic.Entity, id); !sdk.IsNotFound(err) {
+			t.Errorf("Record(%q) = %v, want NotFound", id, err)
 		}
 	}
 }
