@@ -12,7 +12,6 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
-	github.com/openai/openai-go/v3 v3.98.0
 	github.com/spf13/viper v1.21.0
 	go.yaml.in/yaml/v3 v3.0.4
 	google.golang.org/grpc v1.85.0
@@ -20,14 +19,7 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
-require (
-	github.com/coder/websocket v1.8.15 // indirect
-	github.com/rogpeppe/go-internal v1.14.1 // indirect
-	github.com/tidwall/gjson v1.20.0 // indirect
-	github.com/tidwall/match v1.1.1 // indirect
-	github.com/tidwall/pretty v1.2.1 // indirect
-	github.com/tidwall/sjson v1.2.5 // indirect
-)
+require github.com/rogpeppe/go-internal v1.14.1 // indirect
 
 require (
 	github.com/RoaringBitmap/roaring/v2 v2.14.5 // indirect

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/openai/openai-go/v3"
-
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/platform"
 )
@@ -155,11 +153,11 @@ func (s *service) ground(ctx context.Context, call sdk.Call, q, entity string, n
 
 // prompt builds the messages: the system prompt, then one user message with
 // the numbered sources as compact JSON and the question.
-func prompt(q string, sources []source, grounded bool) ([]openai.ChatCompletionMessageParamUnion, error) {
+func prompt(q string, sources []source, grounded bool) ([]chatMessage, error) {
 	if !grounded {
-		return []openai.ChatCompletionMessageParamUnion{
-			openai.SystemMessage(ungroundedPrompt),
-			openai.UserMessage(q),
+		return []chatMessage{
+			systemMessage(ungroundedPrompt),
+			userMessage(q),
 		}, nil
 	}
 	var b strings.Builder
@@ -182,8 +180,8 @@ func prompt(q string, sources []source, grounded bool) ([]openai.ChatCompletionM
 	}
 	b.WriteString("\nQuestion: ")
 	b.WriteString(q)
-	return []openai.ChatCompletionMessageParamUnion{
-		openai.SystemMessage(groundedPrompt),
-		openai.UserMessage(b.String()),
+	return []chatMessage{
+		systemMessage(groundedPrompt),
+		userMessage(b.String()),
 	}, nil
 }

@@ -1,12 +1,10 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -16,9 +14,6 @@ import (
 	"syscall"
 	"time"
 	"unicode"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/capgate/capgate/sdk"
 )
@@ -39,53 +34,35 @@ type completion struct {
 
 // provider calls one connection's Chat Completions endpoint.
 type provider struct {
-	conn Connection
-	svc  openai.ChatCompletionService
-	log  *slog.Logger
+	conn   Connection
+	client *chatClient
+	log    *slog.Logger
 }
 
+// newProvider's hc replaces the process's shared client (sharedHTTPClient)
+// when not nil. The client reads nothing from the environment but a proxy
+// setting: no OPENAI_API_KEY or OPENAI_BASE_URL, which would send a key the
+// operator set for something else to a connection configured without one
+// (an Ollama server, say).
 func newProvider(conn Connection, hc *http.Client, log *slog.Logger) *provider {
-	if hc == nil {
-		// A transport of its own: the provider's connections are not shared
-		// with anything else in the process. No Client.Timeout: the call's
-		// context carries the connection's timeout, retries included.
-		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	}
-	// NewChatCompletionService rather than openai.NewClient: the client
-	// reads OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_ORG_ID, … from the
-	// environment, which would send a key the operator set for something
-	// else to a connection configured without one (an Ollama server, say).
-	opts := []option.RequestOption{
-		option.WithHTTPClient(hc),
-		option.WithBaseURL(conn.BaseURL + "/"),
-		// Retries are ours (see complete): openai-go's would wait out a
-		// Retry-After longer than the time left and then report a timeout
-		// instead of the rate limit.
-		option.WithMaxRetries(0),
-		option.WithMiddleware(normalizeErrorBody),
-	}
-	if conn.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(conn.APIKey))
-	}
-	return &provider{conn: conn, svc: openai.NewChatCompletionService(opts...), log: log}
+	return &provider{conn: conn, client: newChatClient(conn, hc), log: log}
 }
 
 // complete sends the messages and returns the first choice. Its errors are
 // tool errors with messages meant for the agent (see describe); only the
 // caller's own cancellation comes back as ctx's error.
-func (p *provider) complete(ctx context.Context, msgs []openai.ChatCompletionMessageParamUnion) (completion, error) {
+func (p *provider) complete(ctx context.Context, msgs []chatMessage) (completion, error) {
 	callCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.conn.Timeout)
 	defer cancel()
-	params := openai.ChatCompletionNewParams{
-		Model:     p.conn.Model,
-		Messages:  msgs,
-		MaxTokens: openai.Int(int64(p.conn.MaxTokens)),
+	body, err := json.Marshal(chatRequest{Model: p.conn.Model, Messages: msgs, MaxTokens: p.conn.MaxTokens})
+	if err != nil {
+		return completion{}, fmt.Errorf("llm.ask: encode the request: %w", err)
 	}
 	attempts, lastStatus := 0, 0
 	for {
 		attempts++
-		resp, err := p.svc.New(ctx, params)
+		resp, err := p.client.create(ctx, body)
 		if err == nil {
 			return p.decode(resp, attempts)
 		}
@@ -120,7 +97,7 @@ func (p *provider) complete(ctx context.Context, msgs []openai.ChatCompletionMes
 	}
 }
 
-func (p *provider) decode(resp *openai.ChatCompletion, attempts int) (completion, error) {
+func (p *provider) decode(resp *chatResponse, attempts int) (completion, error) {
 	if resp == nil || len(resp.Choices) == 0 {
 		p.log.Warn("llm: answer without choices", "connection", p.conn.Slug, "attempts", attempts)
 		return completion{}, sdk.Conflict("the LLM connection %q answered without any choices (a malformed Chat Completions response); "+
@@ -157,17 +134,15 @@ func (p *provider) decode(resp *openai.ChatCompletion, attempts int) (completion
 // request timeouts (408), rate limits (429) and server errors (5xx) are;
 // Retry-After-Ms / Retry-After, when the server sends one, set the wait.
 func (p *provider) retryDelay(err error, attempts int) (time.Duration, bool) {
-	var ae *openai.Error
+	var ae *apiError
 	if !errors.As(err, &ae) || attempts > p.conn.MaxRetries {
 		return 0, false
 	}
 	if ae.StatusCode != http.StatusRequestTimeout && ae.StatusCode != http.StatusTooManyRequests && ae.StatusCode < 500 {
 		return 0, false
 	}
-	if ae.Response != nil {
-		if d, ok := retryAfter(ae.Response.Header); ok {
-			return d, true
-		}
+	if d, ok := retryAfter(ae.Header); ok {
+		return d, true
 	}
 	d := min(backoffBase<<(attempts-1), backoffMax)
 	// Up to a quarter less, so many callers rate-limited together spread out.
@@ -203,7 +178,7 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 // so a timeout during a retry still says what the provider answered before.
 func (p *provider) describe(ctx context.Context, err error, attempts, lastStatus int) error {
 	slug := p.conn.Slug
-	var ae *openai.Error
+	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
 		msg := p.clean(ae.Message)
@@ -248,15 +223,18 @@ func (p *provider) describe(ctx context.Context, err error, attempts, lastStatus
 	p.log.Warn("llm: request failed", "connection", slug, "base_url", redactURL(p.conn.BaseURL), "err", p.clean(err.Error()), "attempts", attempts)
 	var ne net.Error
 	switch {
+	case errors.Is(err, errTooLarge):
+		return sdk.Conflict("the LLM connection %q sent a response larger than %d MiB, which is no Chat Completions answer; "+
+			"the operator should check that base_url is the API root of an OpenAI-compatible server", slug, maxResponseBody>>20)
+	case errors.Is(err, errMalformed):
+		return sdk.Conflict("the LLM connection %q sent a malformed response (not Chat Completions JSON); "+
+			"the operator should check that base_url is the API root of an OpenAI-compatible server", slug)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return sdk.Conflict("the LLM connection %q is unreachable: connection refused (is the model server running?)", slug)
 	case isDNSError(err):
 		return sdk.Conflict("the LLM connection %q is unreachable: its host name does not resolve", slug)
 	case errors.As(err, &ne):
 		return sdk.Conflict("the LLM connection %q is unreachable: a network error occurred", slug)
-	case strings.Contains(err.Error(), "error parsing response json"), strings.Contains(err.Error(), "expected destination type"):
-		return sdk.Conflict("the LLM connection %q sent a malformed response (not Chat Completions JSON); "+
-			"the operator should check that base_url is the API root of an OpenAI-compatible server", slug)
 	}
 	return sdk.Conflict("the LLM connection %q failed: the request could not be completed", slug)
 }
@@ -274,7 +252,7 @@ func tries(n int) string {
 }
 
 func statusOf(err error) int {
-	var ae *openai.Error
+	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae.StatusCode
 	}
@@ -285,7 +263,7 @@ func statusOf(err error) int {
 // context_length_exceeded code, and the messages of the servers that say it
 // in words (vLLM: "maximum context length is …", llama.cpp:
 // exceed_context_size_error, Ollama: "exceeds the context length").
-func contextOverflow(ae *openai.Error) bool {
+func contextOverflow(ae *apiError) bool {
 	if ae.StatusCode != http.StatusBadRequest && ae.StatusCode != http.StatusRequestEntityTooLarge {
 		return false
 	}
@@ -330,57 +308,4 @@ func (p *provider) clean(s string) string {
 		s = string(r[:300]) + "…"
 	}
 	return s
-}
-
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 64 << 10
-
-// normalizeErrorBody rewrites an error response into OpenAI's shape,
-// {"error": {"message", "type", "code"}}, which is the only one openai-go
-// reads: vLLM (before 0.10) puts those keys at the top level, Ollama's and
-// other servers' errors are {"error": "text"}, FastAPI's {"detail": "text"},
-// and a proxy in front may answer HTML. Without this, their status and
-// message would be lost (or the error be no *openai.Error at all), and a
-// context overflow or a 429 could not be told apart.
-func normalizeErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil || res == nil || res.StatusCode < 400 || res.Body == nil {
-		return res, err
-	}
-	body, rerr := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	_ = res.Body.Close()
-	if rerr != nil {
-		body = nil
-	}
-	res.Body = io.NopCloser(bytes.NewReader(errorBody(body)))
-	res.ContentLength = -1
-	res.Header.Del("Content-Length")
-	res.Header.Set("Content-Type", "application/json")
-	return res, nil
-}
-
-func errorBody(body []byte) []byte {
-	var top map[string]json.RawMessage
-	obj := map[string]any{}
-	if json.Unmarshal(body, &top) == nil {
-		var inner map[string]json.RawMessage
-		var text string
-		switch {
-		case json.Unmarshal(top["error"], &inner) == nil && inner != nil:
-			return body // already OpenAI's shape
-		case json.Unmarshal(top["error"], &text) == nil && text != "":
-			obj["message"] = text
-		case json.Unmarshal(top["message"], &text) == nil && text != "":
-			obj["message"] = text
-			for _, k := range []string{"type", "code", "param"} {
-				if v, ok := top[k]; ok {
-					obj[k] = v
-				}
-			}
-		case json.Unmarshal(top["detail"], &text) == nil && text != "":
-			obj["message"] = text
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"error": obj})
-	return b
 }
