@@ -57,6 +57,30 @@ type Call struct {
 	ID string
 
 	host hostConn // nil in a plugin no host serves
+	kept *kept    // what the call's Owner kept for its Handler
+}
+
+type kept struct{ v any }
+
+// Keep holds v for the rest of the call. An Owner that loads the target
+// to name its owner keeps it, and the Handler takes it back with Kept
+// instead of loading it again: one read where there would be two. It only
+// holds in an owner-checked call (Kept reports false otherwise, as for an
+// admin caller, whose call asks no Owner), and goes with the call.
+func (c Call) Keep(v any) {
+	if c.kept != nil {
+		c.kept.v = v
+	}
+}
+
+// Kept returns what the call's Owner kept with Keep, if it is a T.
+func Kept[T any](c Call) (T, bool) {
+	if c.kept != nil {
+		v, ok := c.kept.v.(T)
+		return v, ok
+	}
+	var zero T
+	return zero, false
 }
 
 // Tool declares one capability with its typed handler.
@@ -252,6 +276,7 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 				return nil, false, err
 			}
 			if check != nil {
+				call.kept = &kept{}
 				if t.Owner == nil {
 					// The host asks only for capabilities declared with
 					// an Owner; refusing is the safe answer to a confused one.

@@ -310,3 +310,35 @@ func TestAddPanicsOnBadDeclarations(t *testing.T) {
 		})
 	}
 }
+
+// TestKeep: what an Owner keeps reaches the Handler of the same call only.
+func TestKeep(t *testing.T) {
+	loads := 0
+	p := sdk.New("kept", "1")
+	sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "kept.get", Kind: sdk.Read,
+		Owner: func(_ context.Context, call sdk.Call, in noteIn) (string, error) {
+			loads++
+			call.Keep(noteOut{ID: in.ID, Owner: "alice", Text: "loaded once"})
+			return "alice", nil
+		},
+		Handler: func(_ context.Context, call sdk.Call, in noteIn) (noteOut, error) {
+			if n, ok := sdk.Kept[noteOut](call); ok && n.ID == in.ID {
+				return n, nil
+			}
+			if _, ok := sdk.Kept[string](call); ok {
+				t.Error("Kept answered for a type that was not kept")
+			}
+			loads++
+			return noteOut{ID: in.ID, Owner: "alice", Text: "loaded by the handler"}, nil
+		}})
+	c := sdktest.Start(t, p, nil)
+	alice := sdk.Principal{Role: "r", Scope: sdk.ScopeRead, UserID: "alice"}
+	if got := sdktest.Call[noteOut](t, c, "kept.get", alice, noteIn{ID: "n1"}); got.Text != "loaded once" || loads != 1 {
+		t.Errorf("owner-checked call = %+v after %d loads; want the Owner's load kept for the handler", got, loads)
+	}
+	// An admin's call asks no Owner: nothing is kept, the handler loads.
+	admin := sdk.Principal{Role: "r", Scope: sdk.ScopeAdmin, UserID: "ops"}
+	if got := sdktest.Call[noteOut](t, c, "kept.get", admin, noteIn{ID: "n1"}); got.Text != "loaded by the handler" || loads != 2 {
+		t.Errorf("admin call = %+v after %d loads", got, loads)
+	}
+}
