@@ -144,12 +144,10 @@ func (c *chatClient) create(ctx context.Context, body []byte) (*chatResponse, er
 	if err != nil {
 		return nil, fmt.Errorf("chat completions: %w", err)
 	}
-	defer func() {
-		// Whatever is left of a small body is read so the connection can be
-		// reused; a large one is cut off with the connection.
-		_, _ = io.CopyN(io.Discard, res.Body, 4<<10)
-		_ = res.Body.Close()
-	}()
+	// A body read to its end leaves the connection for the next request;
+	// one cut off at a bound closes it (draining could wait on a server
+	// that sends forever, or announces more than it sends).
+	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		// A 3xx here is one the client did not follow (no Location, or
 		// 304): no completion either.
