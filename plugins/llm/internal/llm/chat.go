@@ -125,8 +125,8 @@ var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 })
 
 // create sends one request and decodes the answer. Its errors are an
-// *apiError (the server answered a non-2xx status), errMalformed or
-// errTooLarge (wrapped), or what the transport returned (a refused
+// *apiError (the server answered a non-2xx status), errMalformed (wrapped),
+// errTooLarge, or what the transport returned (a refused
 // connection, a DNS failure, ctx's deadline), wrapped.
 func (c *chatClient) create(ctx context.Context, body []byte) (*chatResponse, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
