@@ -25,13 +25,8 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # $(BIN)/capgate-plugin-<name> (the paths config/capgate.yaml names). Fixture
 # plugins live elsewhere: in bench/ and under testdata/.
 PLUGINS  := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
-# The main packages of the product: capgate and its plugins. go build starts
-# the compiles of the packages named first first; the llm plugin's openai-go
-# is the longest chain of them (about a third of a first build's CPU time),
-# so it goes first and the rest fill the other cores meanwhile (on 2 cores,
-# 150 s instead of 173 s from an empty build cache).
-FIRST    := $(filter llm,$(PLUGINS))
-PRODUCT  := $(addprefix ./plugins/,$(FIRST)) ./host/cmd/capgate $(addprefix ./plugins/,$(filter-out $(FIRST),$(PLUGINS)))
+# The main packages of the product: capgate and its plugins.
+PRODUCT  := ./host/cmd/capgate $(addprefix ./plugins/,$(PLUGINS))
 CONFIG   ?= config/capgate.yaml
 FUZZTIME ?= 15s
 # Extra flags for go test in `make test` (CI adds -json).
@@ -59,7 +54,7 @@ build:
 	@mkdir -p $(BIN)
 	@echo "==> Go modules: downloading what the build needs (the first time only: about 260 MB)"
 	@$(GO) list -deps $(PRODUCT) >/dev/null
-	@echo "==> building capgate and $(words $(PLUGINS)) plugins ($(PLUGINS)) into $(BIN)/ (the first build takes about 3 minutes on 2 cores; later ones seconds)"
+	@echo "==> building capgate and $(words $(PLUGINS)) plugins ($(PLUGINS)) into $(BIN)/ (the first build takes one to two minutes on 2 cores; later ones seconds)"
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(PRODUCT)
 	@for p in $(PLUGINS); do mv -f $(BIN)/$$p $(BIN)/capgate-plugin-$$p; done
 
