@@ -28,7 +28,9 @@
 // caller (admin scope excepted). Only the plugin knows who owns its
 // records, so the last step runs in the plugin, in the same call: the SDK
 // decodes the arguments once, asks Owner, and refuses a caller who is not
-// the owner before Handler runs. Results are checked against the output
+// the owner before Handler runs (an Owner that loaded the target hands it
+// to the Handler with Call.Keep, so it is read once). Results are checked
+// against the output
 // schema on their way back. A handler still checks what only it can know
 // (that a time slot exists, that a record is in the right state).
 //
