@@ -30,9 +30,9 @@
 // decodes the arguments once, asks Owner, and refuses a caller who is not
 // the owner before Handler runs (an Owner that loaded the target hands it
 // to the Handler with Call.Keep, so it is read once). Results are checked
-// against the output
-// schema on their way back. A handler still checks what only it can know
-// (that a time slot exists, that a record is in the right state).
+// against the output schema on their way back. A handler still checks what
+// only it can know (that a time slot exists, that a record is in the right
+// state).
 //
 // A refusal reaches a plugin that calls another capability (Call.Invoke)
 // as a *RefusedError naming the Step; a failure for the agent is an
