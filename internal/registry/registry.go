@@ -105,7 +105,7 @@ func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 }
 
 // ValidateResult checks a capability's JSON result against its output
-// schema; with no output schema declared, any JSON object passes. A
+// schema; with no output schema declared, any result passes. A
 // mismatch is a bug in the providing plugin.
 func (e *Entry) ValidateResult(raw json.RawMessage) error {
 	if e.output == nil {
