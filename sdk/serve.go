@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/pluginwire"
 	"github.com/capgate/capgate/internal/sdkserver"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
@@ -215,7 +216,7 @@ func (s *server) invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp
 	switch {
 	case refused:
 		return &capgatev1.InvokeResponse{Refusal: &capgatev1.Refusal{Step: string(StepOwnership),
-			Reason: "the target does not belong to this token's user"}}, nil
+			Reason: dispatch.OwnershipReason}}, nil
 	case err != nil:
 		if te, ok := asWireError(err); ok {
 			return &capgatev1.InvokeResponse{Error: te}, nil

@@ -16,8 +16,8 @@ import (
 
 // Invoke sends one admitted call over the stream under callID and
 // translates the plugin's answer into the gate's terms: the result, a
-// *dispatch.ToolError, or a *dispatch.Refusal at the ownership step (only
-// when r.CheckOwner asked for one). Any other error is the link's: a gRPC
+// *dispatch.ToolError, or a *dispatch.Refusal (which the gate accepts only
+// at the ownership step it asked the plugin to decide). Any other error is the link's: a gRPC
 // status the plugin answered with, the context's error, or ErrNotSent
 // wrapped when nothing reached the plugin.
 func (c *CallStream) Invoke(ctx context.Context, callID string, r dispatch.Request) (json.RawMessage, error) {
@@ -39,10 +39,10 @@ func (c *CallStream) Invoke(ctx context.Context, callID string, r dispatch.Reque
 		return nil, fmt.Errorf("plugin answered call %d of %s with no result", resp.Id, r.Capability)
 	}
 	if rf := out.GetRefusal(); rf != nil {
-		if !r.CheckOwner || rf.Step != string(dispatch.StepOwnership) {
-			return nil, fmt.Errorf("plugin refused %s at step %q, which it was not asked to decide", r.Capability, rf.Step)
-		}
-		return nil, &dispatch.Refusal{Step: dispatch.StepOwnership, Capability: r.Capability, Reason: dispatch.OwnershipReason}
+		// Whether the plugin may refuse this call at this step is the
+		// gate's to judge (dispatch refuses anything but an ownership
+		// refusal it asked for); the reason is always the host's wording.
+		return nil, &dispatch.Refusal{Step: dispatch.Step(rf.Step), Capability: r.Capability, Reason: dispatch.OwnershipReason}
 	}
 	if e := out.GetError(); e != nil {
 		return nil, ToolError(e)
@@ -85,6 +85,21 @@ func StatusMessage(err error) string {
 		return s.Message()
 	}
 	return err.Error()
+}
+
+// MaxNestedDepth bounds how deep plugins may call capabilities through the
+// host while serving a call (llm.ask calling platform.search is depth 1),
+// so two plugins calling each other cannot loop forever.
+const MaxNestedDepth = 4
+
+// NestedTooDeep is the refusal of a nested call made while serving a call
+// at depth (0 for a call from a protocol adapter), nil while the bound
+// allows it.
+func NestedTooDeep(depth int) error {
+	if depth >= MaxNestedDepth {
+		return status.Errorf(codes.ResourceExhausted, "calls nest deeper than %d", MaxNestedDepth)
+	}
+	return nil
 }
 
 // NestedResponse is the outcome of a nested call through the gate (a

@@ -67,7 +67,7 @@ type Host struct {
 
 // MaxNestedDepth bounds how deep plugins may call capabilities through
 // the host while serving a call, as the host bounds it.
-const MaxNestedDepth = 4
+const MaxNestedDepth = pluginwire.MaxNestedDepth
 
 type inflight struct {
 	principal dispatch.Principal
@@ -379,8 +379,9 @@ func (s *hostService) Invoke(ctx context.Context, req *capgatev1.HostServiceInvo
 	switch {
 	case !ok:
 		return nil, status.Errorf(codes.PermissionDenied, "call_id %q is not a call plugin %q is serving", req.CallId, s.plugin)
-	case parent.depth >= MaxNestedDepth:
-		return nil, status.Errorf(codes.ResourceExhausted, "calls nest deeper than %d", MaxNestedDepth)
+	}
+	if err := pluginwire.NestedTooDeep(parent.depth); err != nil {
+		return nil, err
 	}
 	res, err := s.h.invokeGate(ctx, parent.principal, req.Capability, req.Arguments, parent.depth+1)
 	if err != nil && !isGateOutcome(err) {

@@ -14,11 +14,6 @@ import (
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
-// MaxNestedDepth bounds how deep plugins may call capabilities through the
-// host while serving a call (llm.ask calling platform.search is depth 1),
-// so two plugins calling each other cannot loop forever.
-const MaxNestedDepth = 4
-
 // Gate is the gate as nested calls reach it: dispatch.Dispatcher.
 type Gate interface {
 	Invoke(ctx context.Context, p dispatch.Principal, name string, args json.RawMessage) (json.RawMessage, error)
@@ -85,8 +80,8 @@ func (h hostService) Invoke(ctx context.Context, req *capgatev1.HostServiceInvok
 		return nil, status.Errorf(codes.PermissionDenied,
 			"call_id %q is not a call plugin %q is serving: nested calls act only for the caller of a call in progress", req.CallId, h.plugin)
 	}
-	if parent.depth >= MaxNestedDepth {
-		return nil, status.Errorf(codes.ResourceExhausted, "calls nest deeper than %d", MaxNestedDepth)
+	if err := pluginwire.NestedTooDeep(parent.depth); err != nil {
+		return nil, err
 	}
 	ctx = context.WithValue(ctx, depthKey{}, parent.depth+1)
 	res, err := (*g).Invoke(ctx, parent.principal, req.Capability, json.RawMessage(req.Arguments))
