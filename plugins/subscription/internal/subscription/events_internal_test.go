@@ -52,16 +52,7 @@ func TestPublishFailureNeverFailsTheCall(t *testing.T) {
 // TestSubscribeRetriesOnIDCollision: a colliding random id is retried with
 // a new one, and a source that only collides fails after idAttempts.
 func TestSubscribeRetriesOnIDCollision(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), DBFile), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	now := time.Date(2030, 1, 7, 9, 30, 0, 0, time.UTC)
-	s := NewService(st, func() time.Time { return now }, nil)
-	if _, err := s.Seed(context.Background(), SeedDemo); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := seededService(t)
 	taken := "sub_aaaaaaaaaaaa"
 	ids := []string{taken, taken, "sub_bbbbbbbbbbbb"}
 	s.newID = func() string { id := ids[0]; ids = ids[1:]; return id }

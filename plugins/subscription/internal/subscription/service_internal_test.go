@@ -17,16 +17,7 @@ import (
 // an unbound token): the plugin's own checks still answer with a short
 // error the agent can act on, and subscribe no one.
 func TestOwnChecksBehindTheGate(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), DBFile), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	now := time.Date(2030, 1, 7, 9, 30, 0, 0, time.UTC)
-	s := NewService(st, func() time.Time { return now }, nil)
-	if _, err := s.Seed(context.Background(), SeedDemo); err != nil {
-		t.Fatal(err)
-	}
+	s, st := seededService(t)
 	ctx := context.Background()
 	carol := sdk.Call{Principal: sdk.Principal{Role: "customer", Scope: sdk.ScopeAction, UserID: "carol"}}
 	unbound := sdk.Call{Principal: sdk.Principal{Role: "customer", Scope: sdk.ScopeRead}}
@@ -64,7 +55,26 @@ func TestOwnChecksBehindTheGate(t *testing.T) {
 			}
 		})
 	}
-	if subs, err := st.ListSubscriptions(ctx, "carol", store.ListFilter{Now: now}); err != nil || len(subs) != 0 {
+	if subs, err := st.ListSubscriptions(ctx, "carol", store.ListFilter{Now: demoNow}); err != nil || len(subs) != 0 {
 		t.Fatalf("carol has %+v, %v after refused subscribes; want nothing", subs, err)
 	}
+}
+
+// demoNow is the demo seed's "now".
+var demoNow = time.Date(2030, 1, 7, 9, 30, 0, 0, time.UTC)
+
+// seededService is the demo-seeded service on a real SQLite file, its
+// clock at demoNow.
+func seededService(t *testing.T) (*Service, *sqlite.Store) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), DBFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := NewService(st, func() time.Time { return demoNow }, nil)
+	if _, err := s.Seed(context.Background(), SeedDemo); err != nil {
+		t.Fatal(err)
+	}
+	return s, st
 }
