@@ -104,6 +104,7 @@ soak:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/mcp
+	$(GO) test -run '^$$' -fuzz '^FuzzFastCheck$$' -fuzztime $(FUZZTIME) ./internal/registry
 
 # make bench: the Go benchmarks of the hot path, then capgate-bench (bench/)
 # with its fixtures: the hello plugin (the trivial tool), the synthetic
@@ -113,7 +114,7 @@ bench: build
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/capgate-plugin-hello ./host/internal/app/testdata/plugins/hello
 	cd bench && $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(abspath $(BIN))/capgate-plugin-synthetic ./plugins/synthetic
 	$(GO) test -c -trimpath -ldflags '-s -w' -o $(BIN)/capgate-search-floor.test ./plugins/search/internal/index
-	$(GO) test -run '^$$' -bench . -benchmem ./host/internal/mcp ./internal/dispatch ./host/internal/auth
+	$(GO) test -run '^$$' -bench . -benchmem ./host/internal/mcp ./internal/dispatch ./internal/registry ./host/internal/auth ./sdk/sdktest
 	cd bench && $(GO) run ./cmd/capgate-bench -bin $(abspath $(BIN)) $(BENCHFLAGS)
 
 proto:

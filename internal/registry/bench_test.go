@@ -1,10 +1,8 @@
-package registry_test
+package registry
 
 import (
 	"encoding/json"
 	"testing"
-
-	"github.com/capgate/capgate/internal/registry"
 )
 
 // bookingOut is booking.get's output schema as the SDK infers it, and
@@ -19,11 +17,12 @@ const (
 )
 
 // BenchmarkValidateResult is the gate's output-schema check of one
-// booking.get result, next to the argument check of the same call.
+// booking.get result (decoding included), next to the argument check of
+// the same call.
 func BenchmarkValidateResult(b *testing.B) {
-	reg := registry.New([]string{"booking"})
-	if err := reg.Add(registry.Capability{
-		Name: "booking.get", Kind: registry.Read, Pack: "booking", Plugin: "booking",
+	reg := New([]string{"booking"})
+	if err := reg.Add(Capability{
+		Name: "booking.get", Kind: Read, Pack: "booking", Plugin: "booking",
 		InputSchema:  json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","maxLength":32}},"required":["id"],"additionalProperties":false}`),
 		OutputSchema: json.RawMessage(bookingOut),
 	}); err != nil {
@@ -42,6 +41,33 @@ func BenchmarkValidateResult(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := e.ValidateArgs(json.RawMessage(`{"id":"bk_0123456789ab"}`)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkFastCheck compares, on one decoded booking.get result, the fast
+// walk with the general validator it spares valid values.
+func BenchmarkFastCheck(b *testing.B) {
+	s, full := resolve(b, bookingOut)
+	fast, err := compileFast(s, "#")
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := decode(b, bookingResult)
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !fast.accepts(v) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("validator", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := full.Validate(v); err != nil {
 				b.Fatal(err)
 			}
 		}

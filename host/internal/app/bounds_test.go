@@ -16,7 +16,9 @@ import (
 // plugins (and the host's own events.poll) bounds every string, array and
 // open object of its input, so the host starts without the start-up
 // warning about unbounded inputs, and the schemas agents read in
-// tools/list say so place by place.
+// tools/list say so place by place. Every input and output schema also
+// takes the gate's fast check, so no bundled call pays the general
+// validator's price when its values are valid.
 func TestBundledCapabilitiesDeclareInputBounds(t *testing.T) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 enabled: true
@@ -52,22 +54,38 @@ plugins:
 	}
 	var list struct {
 		Tools []struct {
-			Name        string          `json:"name"`
-			InputSchema json.RawMessage `json:"inputSchema"`
+			Name         string          `json:"name"`
+			InputSchema  json.RawMessage `json:"inputSchema"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
 		} `json:"tools"`
 	}
 	raw, _ := json.Marshal(res)
 	if err := json.Unmarshal(raw, &list); err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	var (
+		names   []string
+		outputs int
+	)
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 		if u := registry.UnboundedInputs(tool.InputSchema); len(u) != 0 {
 			t.Errorf("%s: unbounded input: %s\nschema: %s", tool.Name, strings.Join(u, "; "), tool.InputSchema)
 		}
+		if err := registry.FastCheckable(tool.InputSchema); err != nil {
+			t.Errorf("%s: input schema: %v", tool.Name, err)
+		}
+		if len(tool.OutputSchema) > 0 {
+			outputs++
+			if err := registry.FastCheckable(tool.OutputSchema); err != nil {
+				t.Errorf("%s: output schema: %v", tool.Name, err)
+			}
+		}
 	}
 	// The check saw every plugin's capabilities, not an empty list.
+	if outputs == 0 {
+		t.Error("no tool in tools/list declares an output schema")
+	}
 	for _, want := range []string{"booking.create", "subscription.subscribe", platform.SearchName, "llm.ask", "hello.greet", "events.poll"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tools/list lacks %s: %v", want, names)
