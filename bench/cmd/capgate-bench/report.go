@@ -182,6 +182,46 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 	for _, t := range targets {
 		fmt.Fprintln(w, targetLine(t, rows, selected))
 	}
+	if slices.Contains(selected, keyBooking) {
+		fmt.Fprintln(w, bookingLine(rows, selected))
+	}
+}
+
+// bookingTarget is what owner-guarded booking.get must reach of the no-op
+// tool's throughput.
+const bookingTarget = 0.75
+
+// bookingLine judges booking.get against hello.greet by round: each ratio
+// is of two runs minutes apart on the same capgate, so a round the machine
+// ran slow for both (a neighbour's load moves whole rounds by a quarter
+// here) does not count as a change in the ratio. The verdict is on the
+// median of those ratios.
+func bookingLine(rows map[string]*row, selected []string) string {
+	goal := fmt.Sprintf("booking.get ≥ %.2f× capgate's hello.greet, by round", bookingTarget)
+	if !slices.Contains(selected, keyCapgate) {
+		return fmt.Sprintf("SKIP  %s: capgate not run (-only)", goal)
+	}
+	base, b := rows[keyCapgate], rows[keyBooking]
+	if !base.ok() || !b.ok() {
+		return fmt.Sprintf("FAIL  %s: not both measured validly", goal)
+	}
+	n := min(len(base.runs), len(b.runs))
+	ratios := make([]float64, n)
+	shown := make([]string, n)
+	for i := range n {
+		ratios[i] = b.runs[i].rps / base.runs[i].rps
+		shown[i] = fmt.Sprintf("%.2f", ratios[i])
+	}
+	slices.Sort(ratios)
+	m := ratios[n/2]
+	if n%2 == 0 {
+		m = (ratios[n/2-1] + ratios[n/2]) / 2
+	}
+	verdict := "FAIL"
+	if m >= bookingTarget {
+		verdict = "PASS"
+	}
+	return fmt.Sprintf("%s  %s: %s, median %.2f× (needs ≥ %.2f×)", verdict, goal, strings.Join(shown, ", "), m, bookingTarget)
 }
 
 // targetLine judges one target: PASS, FAIL, or SKIP when -only left a side

@@ -47,6 +47,36 @@ func TestReportTable(t *testing.T) {
 	}
 }
 
+// TestBookingLine: the booking target is judged on the median of the
+// ratios round by round, not on the ratio of the two medians.
+func TestBookingLine(t *testing.T) {
+	runs := func(rps ...float64) *row {
+		r := &row{}
+		for _, x := range rps {
+			r.runs = append(r.runs, &result{rps: x, requests: 100, checked: 100})
+		}
+		return r
+	}
+	for name, tc := range map[string]struct {
+		base, booking *row
+		selected      []string
+		want          string
+	}{
+		// The medians make 0.80×; round by round it is 0.80, 0.75, 0.70.
+		"paired pass": {runs(20000, 16000, 24000), runs(16000, 12000, 16800), allKeys, "PASS  booking.get ≥ 0.75× capgate's hello.greet, by round: 0.80, 0.75, 0.70, median 0.75×"},
+		"paired fail": {runs(20000, 16000), runs(14000, 12000), allKeys, "FAIL  booking.get ≥ 0.75× capgate's hello.greet, by round: 0.70, 0.75, median 0.72×"},
+		"no capgate":  {nil, runs(1), []string{keyBooking}, "SKIP"},
+		"invalid":     {runs(100), &row{err: errTest}, allKeys, "FAIL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := bookingLine(map[string]*row{keyCapgate: tc.base, keyBooking: tc.booking}, tc.selected)
+			if !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got %q, want %q…", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestThousands(t *testing.T) {
 	for f, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 65432.6: "65,433", 1234567: "1,234,567"} {
 		if got := thousands(f); got != want {
