@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/capgate/capgate/internal/registry"
@@ -30,16 +32,22 @@ type Principal struct {
 	Scope Scope
 	// UserID is the user the token acts for; empty when unbound.
 	UserID string
+	// Token names the credential the call came with (its label), never
+	// the secret: rate limits count per token. Empty counts as one
+	// anonymous token.
+	Token string
 }
 
 // Step names a stage of the gate.
 type Step string
 
 const (
+	StepKillSwitch  Step = "kill_switch"
 	StepPack        Step = "pack"
 	StepUserBinding Step = "user_binding"
 	StepScope       Step = "scope"
 	StepPermission  Step = "permission"
+	StepRateLimit   Step = "rate_limit"
 	StepOwnership   Step = "ownership"
 )
 
@@ -49,6 +57,9 @@ type Refusal struct {
 	Step       Step
 	Capability string
 	Reason     string
+	// RetryAfter, at StepRateLimit, is how long until the same call would
+	// be admitted; zero otherwise.
+	RetryAfter time.Duration
 }
 
 func (r *Refusal) Error() string {
@@ -124,15 +135,34 @@ type Policy struct {
 	// every permission; "booking.*" holds every permission starting with
 	// "booking.".
 	Roles map[string][]string
+	// ActionsOff is the kill switch: every action is refused at
+	// StepKillSwitch while reads carry on.
+	ActionsOff bool
+	// DisabledCapabilities are refused at StepKillSwitch and listed to no
+	// one.
+	DisabledCapabilities []string
+	// Limits are the rate limits; the zero value limits nothing.
+	Limits Limits
 }
 
 // Dispatcher is the gate. It is safe for concurrent use.
 type Dispatcher struct {
 	reg       *registry.Registry
-	packs     map[string]bool
-	roles     map[string]permSet
 	providers map[string]Provider
-	idem      *Idempotency // nil: keys are not honoured
+	// policy is swapped whole by SetPolicy; each call loads it once, so it
+	// is decided under one policy from its first step to its last.
+	policy  atomic.Pointer[compiledPolicy]
+	limiter Limiter      // nil: Limits are not enforced
+	idem    *Idempotency // nil: keys are not honoured
+}
+
+// compiledPolicy is a Policy in the form the steps read.
+type compiledPolicy struct {
+	packs      map[string]bool
+	roles      map[string]permSet
+	actionsOff bool
+	disabled   map[string]bool
+	limits     Limits
 }
 
 type permSet struct {
@@ -157,11 +187,30 @@ func (s permSet) holds(perm string) bool {
 // Capability.Plugin) to the provider that runs its capabilities; every
 // registered capability must have one.
 func New(reg *registry.Registry, policy Policy, providers map[string]Provider) (*Dispatcher, error) {
+	d := &Dispatcher{reg: reg, providers: maps.Clone(providers)}
+	for _, e := range reg.All() {
+		if providers[e.Plugin] == nil {
+			return nil, fmt.Errorf("capability %q: no provider for plugin %q", e.Name, e.Plugin)
+		}
+	}
+	if err := d.SetPolicy(policy); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// SetPolicy replaces the policy at once: calls that began under the old
+// one finish under it, and every later call is decided under the new one,
+// never a mix. An invalid policy changes nothing.
+func (d *Dispatcher) SetPolicy(policy Policy) error {
+	if err := policy.Limits.validate(); err != nil {
+		return err
+	}
 	// Copy everything the caller passed in: the gate is shared by concurrent
 	// requests and must not change under them if the caller's maps do.
-	d := &Dispatcher{reg: reg, packs: map[string]bool{}, roles: map[string]permSet{}, providers: maps.Clone(providers)}
-	for k, v := range policy.Packs {
-		d.packs[k] = v
+	c := &compiledPolicy{
+		packs: maps.Clone(policy.Packs), roles: map[string]permSet{}, actionsOff: policy.ActionsOff,
+		disabled: map[string]bool{}, limits: policy.Limits.clone(),
 	}
 	for role, perms := range policy.Roles {
 		s := permSet{exact: map[string]bool{}}
@@ -175,15 +224,18 @@ func New(reg *registry.Registry, policy Policy, providers map[string]Provider) (
 				s.exact[p] = true
 			}
 		}
-		d.roles[role] = s
+		c.roles[role] = s
 	}
-	for _, e := range reg.All() {
-		if providers[e.Plugin] == nil {
-			return nil, fmt.Errorf("capability %q: no provider for plugin %q", e.Name, e.Plugin)
-		}
+	for _, name := range policy.DisabledCapabilities {
+		c.disabled[name] = true
 	}
-	return d, nil
+	d.policy.Store(c)
+	return nil
 }
+
+// UseLimiter makes the gate enforce the policy's Limits with l. Call it
+// before serving.
+func (d *Dispatcher) UseLimiter(l Limiter) { d.limiter = l }
 
 // The validator's explanation may quote the offending value, which the
 // caller chose and may have made huge, before the limit it broke ("maxLength:
@@ -251,9 +303,15 @@ func cutAt(s string, n int) string {
 // Registry returns the registry the dispatcher gates.
 func (d *Dispatcher) Registry() *registry.Registry { return d.reg }
 
-// check runs the steps that do not depend on the arguments.
-func (d *Dispatcher) check(p Principal, c *registry.Capability) *Refusal {
-	if !d.packs[c.Pack] {
+// check runs the steps that do not depend on the arguments, under pol.
+func check(pol *compiledPolicy, p Principal, c *registry.Capability) *Refusal {
+	if pol.disabled[c.Name] {
+		return &Refusal{Step: StepKillSwitch, Capability: c.Name, Reason: "the operator has switched this capability off"}
+	}
+	if pol.actionsOff && c.Kind == registry.Action {
+		return &Refusal{Step: StepKillSwitch, Capability: c.Name, Reason: "the operator has switched every action off; reads still work"}
+	}
+	if !pol.packs[c.Pack] {
 		return &Refusal{Step: StepPack, Capability: c.Name, Reason: fmt.Sprintf("pack %q is not enabled on this server", c.Pack)}
 	}
 	if c.Kind == registry.Action && p.UserID == "" {
@@ -266,7 +324,7 @@ func (d *Dispatcher) check(p Principal, c *registry.Capability) *Refusal {
 	if c.Kind == registry.Action && p.Scope == ScopeRead {
 		return &Refusal{Step: StepScope, Capability: c.Name, Reason: "this is an action and the token's scope is \"read\"; it needs scope \"action\""}
 	}
-	if c.Permission != "" && !d.roles[p.Role].holds(c.Permission) {
+	if c.Permission != "" && !pol.roles[p.Role].holds(c.Permission) {
 		return &Refusal{Step: StepPermission, Capability: c.Name, Reason: fmt.Sprintf("role %q does not hold permission %q", p.Role, c.Permission)}
 	}
 	return nil
@@ -275,15 +333,17 @@ func (d *Dispatcher) check(p Principal, c *registry.Capability) *Refusal {
 // Allowed reports whether every argument-independent step admits p to the
 // capability: exactly the capabilities a tools/list should show.
 func (d *Dispatcher) Allowed(p Principal, c *registry.Capability) bool {
-	return d.check(p, c) == nil
+	return check(d.policy.Load(), p, c) == nil
 }
 
-// Visible returns the capabilities p may call, in name order.
+// Visible returns the capabilities p may call, in name order. Rate limits
+// do not hide anything: a capability over its limit now is callable later.
 func (d *Dispatcher) Visible(p Principal) []*registry.Entry {
+	pol := d.policy.Load()
 	all := d.reg.All()
 	out := make([]*registry.Entry, 0, len(all))
 	for _, e := range all {
-		if d.check(p, &e.Capability) == nil {
+		if check(pol, p, &e.Capability) == nil {
 			out = append(out, e)
 		}
 	}
@@ -297,7 +357,14 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownCapability, name)
 	}
-	if r := d.check(p, &e.Capability); r != nil {
+	pol := d.policy.Load()
+	if r := check(pol, p, &e.Capability); r != nil {
+		return nil, r
+	}
+	if r, err := d.limit(ctx, pol, p, e.Name); r != nil || err != nil {
+		if err != nil {
+			return nil, err
+		}
 		return nil, r
 	}
 	if registry.NoArgs(args) {

@@ -3,6 +3,10 @@
 // Every capability call, whatever protocol carried it, goes through
 // Dispatcher.Invoke, which checks in a fixed order:
 //
+//  0. kill switch: the operator has not switched the capability off
+//     (Policy.DisabledCapabilities) nor, for an action, every action
+//     (Policy.ActionsOff); these refusals name step kill_switch and bind
+//     every scope, admin included;
 //  1. pack: the capability's pack is enabled;
 //  2. user binding: an action needs a principal bound to a user;
 //  3. scope: a read token calls only read capabilities (action and admin
@@ -11,6 +15,10 @@
 //  4. permission: the principal's role holds the capability's permission
 //     ("*" holds every permission, "booking.*" every one starting with
 //     "booking."); a capability that declares no permission needs none;
+//  4a. rate limit: the token has calls left (Policy.Limits, counted by the
+//     Limiter given to UseLimiter): its rate for this capability, then its
+//     rate over all capabilities. A refusal says when to retry
+//     (Refusal.RetryAfter); a counter that cannot count refuses;
 //  5. ownership: for owner-guarded capabilities, the target belongs to the
 //     caller (admin-scope principals bypass this step). Only the providing
 //     plugin knows who owns its records, so this step travels with the call
@@ -39,7 +47,13 @@
 // entity) is a *ToolError. Protocol adapters translate these and check
 // nothing themselves.
 //
-// Steps 1 to 4 do not depend on the arguments: Dispatcher.Allowed and
+// Steps 0 to 4 do not depend on the arguments: Dispatcher.Allowed and
 // Dispatcher.Visible answer them alone, so a tools/list shows exactly the
-// capabilities a tools/call would admit before looking at arguments.
+// capabilities a tools/call would admit before looking at arguments. A
+// rate limit hides nothing: what is over its limit now is callable later.
+//
+// The policy (packs, roles, switches, limits) can be replaced while
+// serving (Dispatcher.SetPolicy). Each call reads it once, so it is
+// decided under the old policy or the new, never a mix, and a call already
+// past the gate finishes under the policy it started with.
 package dispatch

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/ratelimit"
 )
 
 // The gate matrix: every combination of the inputs the gate decides on,
@@ -22,6 +24,22 @@ const (
 	packOff    packState = "off"    // present in the policy as false
 	packAbsent packState = "absent" // not in the policy at all
 )
+
+// killState is the operator's switches.
+type killState string
+
+const (
+	killNone       killState = "none"
+	killActionsOff killState = "actions-off"  // the kill switch
+	killDisabled   killState = "cap-disabled" // this capability is switched off
+)
+
+// exhausted is a rate-limit counter with no call left in any bucket.
+type exhausted struct{}
+
+func (exhausted) Allow(context.Context, string, dispatch.Rate) (bool, time.Duration, error) {
+	return false, 3 * time.Second, nil
+}
 
 type grant string
 
@@ -73,6 +91,8 @@ var shapes = []shape{
 }
 
 type combo struct {
+	kill      killState
+	limited   bool // the token has no call left to this capability
 	pack      packState
 	scope     dispatch.Scope
 	bound     bool
@@ -91,7 +111,11 @@ func (c combo) String() string {
 	if c.argsValid {
 		a = "valid-args"
 	}
-	return fmt.Sprintf("pack=%s/scope=%q/%s/perm=%s/%s/target=%s/%s", c.pack, c.scope, b, c.grant, c.shape.name, c.target, a)
+	l := "room"
+	if c.limited {
+		l = "limited"
+	}
+	return fmt.Sprintf("kill=%s/pack=%s/scope=%q/%s/perm=%s/%s/%s/target=%s/%s", c.kill, c.pack, c.scope, b, c.grant, l, c.shape.name, c.target, a)
 }
 
 // verdict is what the gate should do with a combination.
@@ -104,7 +128,7 @@ type verdict struct {
 // argumentIndependent are the outcomes decided before arguments matter:
 // exactly what tools/list must agree with.
 var argumentIndependent = []string{
-	string(dispatch.StepPack), string(dispatch.StepUserBinding),
+	string(dispatch.StepKillSwitch), string(dispatch.StepPack), string(dispatch.StepUserBinding),
 	string(dispatch.StepScope), string(dispatch.StepPermission),
 }
 
@@ -112,6 +136,8 @@ var argumentIndependent = []string{
 func oracle(c combo) verdict {
 	knownScope := c.scope == dispatch.ScopeRead || c.scope == dispatch.ScopeAction || c.scope == dispatch.ScopeAdmin
 	switch {
+	case c.kill == killDisabled, c.kill == killActionsOff && c.shape.action: // 0. the operator's switches
+		return verdict{outcome: "kill_switch"}
 	case c.pack != packOn: // 1. the pack is enabled
 		return verdict{outcome: "pack"}
 	case c.shape.action && !c.bound: // 2. an action needs a bound user
@@ -120,6 +146,8 @@ func oracle(c combo) verdict {
 		return verdict{outcome: "scope"}
 	case !c.grant.held(): // 4. the role holds the permission
 		return verdict{outcome: "permission"}
+	case c.limited: // the rate limit, before the arguments are read
+		return verdict{outcome: "rate_limit"}
 	case !c.argsValid: // arguments, before any plugin sees them
 		return verdict{outcome: "invalid-input"}
 	}
@@ -159,6 +187,20 @@ func outcomeOf(err error) string {
 // are not multiplied by targets.
 func combos() []combo {
 	var out []combo
+	for _, kill := range []killState{killNone, killActionsOff, killDisabled} {
+		for _, limited := range []bool{false, true} {
+			for _, c := range gateCombos() {
+				c.kill, c.limited = kill, limited
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// gateCombos are the combinations of the steps after the switches.
+func gateCombos() []combo {
+	var out []combo
 	for _, pack := range []packState{packOn, packOff, packAbsent} {
 		for _, scope := range []dispatch.Scope{dispatch.ScopeRead, dispatch.ScopeAction, dispatch.ScopeAdmin, "", "superuser"} {
 			for _, bound := range []bool{true, false} {
@@ -170,7 +212,7 @@ func combos() []combo {
 						}
 						for _, tg := range targets {
 							for _, valid := range []bool{true, false} {
-								out = append(out, combo{pack, scope, bound, g, s, tg, valid})
+								out = append(out, combo{pack: pack, scope: scope, bound: bound, grant: g, shape: s, target: tg, argsValid: valid})
 							}
 						}
 					}
@@ -187,7 +229,14 @@ func TestGateMatrix(t *testing.T) {
 	seen := map[string]int{}
 	for _, c := range all {
 		t.Run(c.String(), func(t *testing.T) {
-			policy := dispatch.Policy{Packs: map[string]bool{"status": true}, Roles: matrixRoles}
+			policy := dispatch.Policy{
+				Packs: map[string]bool{"status": true}, Roles: matrixRoles,
+				ActionsOff: c.kill == killActionsOff,
+				Limits:     dispatch.Limits{Default: dispatch.Rate{Count: 1000, Per: time.Second}},
+			}
+			if c.kill == killDisabled {
+				policy.DisabledCapabilities = []string{c.shape.name}
+			}
 			switch c.pack {
 			case packOn:
 				policy.Packs["booking"] = true
@@ -199,7 +248,12 @@ func TestGateMatrix(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := dispatch.Principal{Role: string(c.grant), Scope: c.scope}
+			if c.limited {
+				d.UseLimiter(exhausted{})
+			} else {
+				d.UseLimiter(ratelimit.NewMemory())
+			}
+			p := dispatch.Principal{Role: string(c.grant), Scope: c.scope, Token: "t1"}
 			if c.bound {
 				p.UserID = alice
 			}
@@ -241,7 +295,7 @@ func TestGateMatrix(t *testing.T) {
 		})
 	}
 	// The matrix must reach every outcome, or it is not testing the gate.
-	for _, o := range append(slices.Clone(argumentIndependent), "ownership", "invalid-input", "not-found", "ok") {
+	for _, o := range append(slices.Clone(argumentIndependent), "rate_limit", "ownership", "invalid-input", "not-found", "ok") {
 		if seen[o] == 0 {
 			t.Errorf("no combination ends in %q", o)
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"time"
 
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -423,7 +424,8 @@ func (c *call) callFailed(id []byte, name string, err error, out []byte) (int, [
 }
 
 // refused logs a gate refusal and appends its JSON-RPC error: -32003 with
-// data naming the step, the reason and the capability. Every method that
+// data naming the step, the reason and the capability (and, for a rate
+// limit, retry_after_ms). Every method that
 // reaches the gate answers a refusal with exactly these bytes.
 func (c *call) refused(id []byte, refusal *dispatch.Refusal, out []byte) []byte {
 	c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: call refused",
@@ -436,6 +438,12 @@ func (c *call) refused(id []byte, refusal *dispatch.Refusal, out []byte) []byte 
 	out = appendString(out, refusal.Reason)
 	out = append(out, `,"capability":`...)
 	out = appendString(out, refusal.Capability)
+	if refusal.RetryAfter > 0 {
+		// Whole milliseconds, rounded up: retrying at the time said must
+		// not be refused again for being a fraction early.
+		out = append(out, `,"retry_after_ms":`...)
+		out = strconv.AppendInt(out, (refusal.RetryAfter + time.Millisecond - 1).Milliseconds(), 10)
+	}
 	return append(out, "}}}"...)
 }
 

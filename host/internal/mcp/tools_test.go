@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/ratelimit"
 	"github.com/capgate/capgate/internal/registry"
 )
 
@@ -424,5 +426,54 @@ func TestPluginOutputWithInvalidUTF8(t *testing.T) {
 				t.Fatalf("text %q", got)
 			}
 		})
+	}
+}
+
+// TestToolsCallOperatorRefusals: the kill switch, a switched-off
+// capability and a rate limit reach the agent as -32003 naming their step;
+// a rate limit also says when to retry, and the switched-off capability is
+// gone from tools/list while the limited one stays.
+func TestToolsCallOperatorRefusals(t *testing.T) {
+	f := newFixture(t, Options{})
+	d := f.platform.Dispatcher
+	policy := mcptest.Policy()
+	policy.ActionsOff = true
+	policy.DisabledCapabilities = []string{mcptest.Search}
+	policy.Limits = dispatch.Limits{Capabilities: map[string]dispatch.Rate{mcptest.BookingGet: {Count: 1, Per: time.Hour}}}
+	if err := d.SetPolicy(policy); err != nil {
+		t.Fatal(err)
+	}
+	d.UseLimiter(ratelimit.NewMemory())
+	for _, tc := range []struct {
+		tool  string
+		args  map[string]any
+		step  dispatch.Step
+		retry bool
+	}{
+		{mcptest.Cancel, map[string]any{"id": "b-1"}, dispatch.StepKillSwitch, false},
+		{mcptest.Search, map[string]any{"query": "x"}, dispatch.StepKillSwitch, false},
+		{mcptest.BookingGet, map[string]any{"id": "b-1"}, "", false}, // the one call the hour allows
+		{mcptest.BookingGet, map[string]any{"id": "b-1"}, dispatch.StepRateLimit, true},
+	} {
+		rep := f.send(mcptest.Alice, Version20251125, rpc{method: "tools/call", id: 1, params: map[string]any{"name": tc.tool, "arguments": tc.args}})
+		if tc.step == "" {
+			if strings.Contains(string(rep.raw), `"error"`) || strings.Contains(string(rep.raw), `"isError":true`) {
+				t.Fatalf("%s: %s, want a result", tc.tool, rep.raw)
+			}
+			continue
+		}
+		e := rep.errorObj(t)
+		data := e["data"].(map[string]any)
+		if int(e["code"].(float64)) != codeForbidden || data["step"] != string(tc.step) {
+			t.Fatalf("%s: %s, want a refusal at %s", tc.tool, rep.raw, tc.step)
+		}
+		ms, has := data["retry_after_ms"].(float64)
+		if has != tc.retry || (tc.retry && (ms < 3_500_000 || ms > 3_600_000)) {
+			t.Errorf("%s: retry_after_ms = %v (present %v), want about an hour: %s", tc.tool, data["retry_after_ms"], has, rep.raw)
+		}
+	}
+	list := f.send(mcptest.Alice, Version20251125, rpc{method: "tools/list", id: 2})
+	if strings.Contains(string(list.raw), `"`+mcptest.Search+`"`) || !strings.Contains(string(list.raw), `"`+mcptest.BookingGet+`"`) {
+		t.Errorf("tools/list should hide %s and keep %s: %s", mcptest.Search, mcptest.BookingGet, list.raw)
 	}
 }

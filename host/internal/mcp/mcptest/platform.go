@@ -137,23 +137,29 @@ func New(opts ...Option) *Platform {
 			"b-2": {ID: "b-2", Owner: Bob.UserID, Title: "Barber"},
 		},
 	}
-	packs := map[string]bool{"search": true, "booking": true, "diag": true, "llm": false}
+	policy := Policy()
 	for _, pack := range set.packsOff {
-		packs[pack] = false
+		policy.Packs[pack] = false
 	}
-	d, err := dispatch.New(reg, dispatch.Policy{
-		Packs: packs,
-		Roles: map[string][]string{
-			"admin":    {"*"},
-			"customer": {"search.read", "catalogue.read", "booking.*", "diag.run"},
-			"guest":    {},
-		},
-	}, map[string]dispatch.Provider{"core": p})
+	d, err := dispatch.New(reg, policy, map[string]dispatch.Provider{"core": p})
 	if err != nil {
 		panic(fmt.Sprintf("mcptest: %v", err))
 	}
 	p.Dispatcher = d
 	return p
+}
+
+// Policy is the policy New's platform starts with: its packs on (llm
+// off) and the roles admin, customer and guest.
+func Policy() dispatch.Policy {
+	return dispatch.Policy{
+		Packs: map[string]bool{"search": true, "booking": true, "diag": true, "llm": false},
+		Roles: map[string][]string{
+			"admin":    {"*"},
+			"customer": {"search.read", "catalogue.read", "booking.*", "diag.run"},
+			"guest":    {},
+		},
+	}
 }
 
 type idArgs struct {
