@@ -3,23 +3,23 @@
 // Every capability call, whatever protocol carried it, goes through
 // Dispatcher.Invoke, which checks in a fixed order:
 //
-//  0. kill switch: the operator has not switched the capability off
+//  1. kill switch: the operator has not switched the capability off
 //     (Policy.DisabledCapabilities) nor, for an action, every action
 //     (Policy.ActionsOff); these refusals name step kill_switch and bind
 //     every scope, admin included;
-//  1. pack: the capability's pack is enabled;
-//  2. user binding: an action needs a principal bound to a user;
-//  3. scope: a read token calls only read capabilities (action and admin
+//  2. pack: the capability's pack is enabled;
+//  3. user binding: an action needs a principal bound to a user;
+//  4. scope: a read token calls only read capabilities (action and admin
 //     tokens call all); a principal whose scope is none of read, action and
 //     admin calls nothing;
-//  4. permission: the principal's role holds the capability's permission
+//  5. permission: the principal's role holds the capability's permission
 //     ("*" holds every permission, "booking.*" every one starting with
 //     "booking."); a capability that declares no permission needs none;
-//  4a. rate limit: the token has calls left (Policy.Limits, counted by the
+//  6. rate limit: the token has calls left (Policy.Limits, counted by the
 //     Limiter given to UseLimiter): its rate for this capability, then its
 //     rate over all capabilities. A refusal says when to retry
 //     (Refusal.RetryAfter); a counter that cannot count refuses;
-//  5. ownership: for owner-guarded capabilities, the target belongs to the
+//  7. ownership: for owner-guarded capabilities, the target belongs to the
 //     caller (admin-scope principals bypass this step). Only the providing
 //     plugin knows who owns its records, so this step travels with the call
 //     (Request.CheckOwner): the plugin resolves the owner and refuses, with
@@ -35,7 +35,7 @@
 // or tool error) is kept; a repeat by the same user with the same key and
 // arguments gets that outcome and runs nothing, a repeat while the outcome
 // is unknown is told to wait, and a key reused for another call is
-// refused. A replay still passes steps 1 to 4; ownership is not asked again,
+// refused. A replay still passes steps 1 to 6; ownership is not asked again,
 // as the first call changed the target (a cancelled booking).
 //
 // Arguments are validated against the input schema after the steps that do
@@ -47,7 +47,7 @@
 // entity) is a *ToolError. Protocol adapters translate these and check
 // nothing themselves.
 //
-// Steps 0 to 4 do not depend on the arguments: Dispatcher.Allowed and
+// Steps 1 to 5 do not depend on the arguments: Dispatcher.Allowed and
 // Dispatcher.Visible answer them alone, so a tools/list shows exactly the
 // capabilities a tools/call would admit before looking at arguments. A
 // rate limit hides nothing: what is over its limit now is callable later.

@@ -173,5 +173,5 @@ func readable(d time.Duration) string {
 	if d >= time.Second {
 		return d.Round(time.Second).String()
 	}
-	return fmt.Sprintf("%d ms", (d+time.Millisecond-1).Milliseconds())
+	return fmt.Sprintf("%d ms", (d + time.Millisecond - 1).Milliseconds())
 }

@@ -136,22 +136,22 @@ var argumentIndependent = []string{
 func oracle(c combo) verdict {
 	knownScope := c.scope == dispatch.ScopeRead || c.scope == dispatch.ScopeAction || c.scope == dispatch.ScopeAdmin
 	switch {
-	case c.kill == killDisabled, c.kill == killActionsOff && c.shape.action: // 0. the operator's switches
+	case c.kill == killDisabled, c.kill == killActionsOff && c.shape.action: // 1. the operator's switches
 		return verdict{outcome: "kill_switch"}
-	case c.pack != packOn: // 1. the pack is enabled
+	case c.pack != packOn: // 2. the pack is enabled
 		return verdict{outcome: "pack"}
-	case c.shape.action && !c.bound: // 2. an action needs a bound user
+	case c.shape.action && !c.bound: // 3. an action needs a bound user
 		return verdict{outcome: "user_binding"}
-	case !knownScope, c.shape.action && c.scope == dispatch.ScopeRead: // 3. read tokens call reads only
+	case !knownScope, c.shape.action && c.scope == dispatch.ScopeRead: // 4. read tokens call reads only
 		return verdict{outcome: "scope"}
-	case !c.grant.held(): // 4. the role holds the permission
+	case !c.grant.held(): // 5. the role holds the permission
 		return verdict{outcome: "permission"}
-	case c.limited: // the rate limit, before the arguments are read
+	case c.limited: // 6. the rate limit, before the arguments are read
 		return verdict{outcome: "rate_limit"}
 	case !c.argsValid: // arguments, before any plugin sees them
 		return verdict{outcome: "invalid-input"}
 	}
-	if c.shape.guarded && c.scope != dispatch.ScopeAdmin { // 5. ownership; admins bypass
+	if c.shape.guarded && c.scope != dispatch.ScopeAdmin { // 7. ownership; admins bypass
 		switch {
 		case c.target == targetMissing:
 			return verdict{outcome: "not-found", resolve: true}
