@@ -23,6 +23,7 @@ import (
 	"github.com/capgate/capgate/host/internal/server"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/idempotency"
+	"github.com/capgate/capgate/internal/ratelimit"
 	"github.com/capgate/capgate/internal/registry"
 	"github.com/capgate/capgate/sdk/platform"
 )
@@ -146,10 +147,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err := plugins.RegisterEntities(cat); err != nil {
 		return nil, err
 	}
+	if err := checkDisabled(cfg, reg); err != nil {
+		return nil, err
+	}
 	gate, err := dispatch.New(reg, cfg.Policy(), providers)
 	if err != nil {
 		return nil, err
 	}
+	// Rate limits are counted in this process: each replica holds its own
+	// count of the calls it serves.
+	gate.UseLimiter(ratelimit.NewMemory())
 	gate.UseIdempotency(dispatch.Idempotency{
 		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
 	})
@@ -354,4 +361,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	err := a.srv.Serve(ctx, ln)
 	a.log.Info("capgate stopped")
 	return err
+}
+
+// checkDisabled refuses to start when disabled_capabilities names a
+// capability no plugin provides: a misspelt name would leave on what the
+// operator meant to switch off.
+func checkDisabled(cfg *config.Config, reg *registry.Registry) error {
+	var errs []error
+	for i, name := range cfg.DisabledCapabilities {
+		if _, ok := reg.Lookup(name); !ok {
+			errs = append(errs, fmt.Errorf("disabled_capabilities[%d]: no plugin provides capability %q", i, name))
+		}
+	}
+	return errors.Join(errs...)
 }

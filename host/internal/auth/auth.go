@@ -42,7 +42,7 @@ type Store struct {
 func New(tokens []config.Token) *Store {
 	s := &Store{byHash: make(map[[sha256.Size]byte]dispatch.Principal, len(tokens))}
 	for _, t := range tokens {
-		s.byHash[t.SHA256] = dispatch.Principal{Role: t.Role, Scope: t.Scope, UserID: t.UserID}
+		s.byHash[t.SHA256] = dispatch.Principal{Role: t.Role, Scope: t.Scope, UserID: t.UserID, Token: t.Label}
 	}
 	return s
 }

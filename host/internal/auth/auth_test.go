@@ -31,7 +31,7 @@ roles:
   viewer: ["booking.read"]
 default_role: viewer
 tokens:
-  - {token: %s, role: admin, scope: admin}
+  - {token: %s, label: ops-console, role: admin, scope: admin}
   - %s
   - {token_sha256: %s, role: viewer, scope: action, user_id: u-42}
   - %s
@@ -44,9 +44,11 @@ tokens:
 
 func TestAuthenticate(t *testing.T) {
 	s := newStore(t)
-	admin := dispatch.Principal{Role: "admin", Scope: dispatch.ScopeAdmin}
-	viewer := dispatch.Principal{Role: "viewer", Scope: dispatch.ScopeRead}
-	bound := dispatch.Principal{Role: "viewer", Scope: dispatch.ScopeAction, UserID: "u-42"}
+	// Each principal names its token by label, the configured one or
+	// tokens-<index>, so limits and records tell tokens apart.
+	admin := dispatch.Principal{Role: "admin", Scope: dispatch.ScopeAdmin, Token: "ops-console"}
+	viewer := dispatch.Principal{Role: "viewer", Scope: dispatch.ScopeRead, Token: "tokens-1"}
+	bound := dispatch.Principal{Role: "viewer", Scope: dispatch.ScopeAction, UserID: "u-42", Token: "tokens-2"}
 	tests := []struct {
 		name   string
 		header string
@@ -56,7 +58,7 @@ func TestAuthenticate(t *testing.T) {
 		{"first token", "Bearer " + adminTok, admin, true},
 		{"plain string token gets defaults", "Bearer " + viewerTok, viewer, true},
 		{"token_sha256 entry", "Bearer " + hashedTok, bound, true},
-		{"longest token, last entry", "Bearer " + longTok, viewer, true},
+		{"longest token, last entry", "Bearer " + longTok, dispatch.Principal{Role: "viewer", Scope: dispatch.ScopeRead, Token: "tokens-3"}, true},
 		{"scheme lower case", "bearer " + adminTok, admin, true},
 		{"scheme upper case", "BEARER " + adminTok, admin, true},
 		{"several spaces", "Bearer    " + adminTok, admin, true},
@@ -217,7 +219,7 @@ func TestNewTokenRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, ok := New(cfg.Tokens).Authenticate("Bearer " + tok)
-	if want := (dispatch.Principal{Scope: dispatch.ScopeAction, UserID: "alice"}); !ok || p != want {
+	if want := (dispatch.Principal{Scope: dispatch.ScopeAction, UserID: "alice", Token: "tokens-0"}); !ok || p != want {
 		t.Fatalf("got %+v, %v; want %+v", p, ok, want)
 	}
 }

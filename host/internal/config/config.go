@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/capgate/capgate/host/internal/pluginhost"
@@ -92,7 +93,14 @@ type Config struct {
 	Events         Events
 	Database       Database
 	Idempotency    Idempotency
-	Plugins        []Plugin
+	// ActionsEnabled is false when the operator has switched every action
+	// off (the kill switch); reads carry on.
+	ActionsEnabled bool
+	// DisabledCapabilities are switched off: refused and listed to no one.
+	DisabledCapabilities []string
+	// Limits are the rate limits per token.
+	Limits  dispatch.Limits
+	Plugins []Plugin
 	// File is the absolute path of the file loaded; empty after Parse.
 	File string
 }
@@ -101,7 +109,10 @@ type Config struct {
 type Token struct {
 	// Index is the token's position under tokens, for logs that must name a
 	// token without revealing it.
-	Index  int
+	Index int
+	// Label names the token in audit records, rate limits and logs:
+	// tokens[N].label, or "tokens-N".
+	Label  string
 	SHA256 [32]byte
 	Role   string
 	Scope  dispatch.Scope
@@ -207,7 +218,12 @@ func (c *Config) Policy() dispatch.Policy {
 	for k, v := range c.Roles {
 		roles[k] = append([]string(nil), v...)
 	}
-	return dispatch.Policy{Packs: maps.Clone(c.Packs), Roles: roles}
+	limits := c.Limits
+	limits.Roles, limits.Capabilities = maps.Clone(c.Limits.Roles), maps.Clone(c.Limits.Capabilities)
+	return dispatch.Policy{
+		Packs: maps.Clone(c.Packs), Roles: roles,
+		ActionsOff: !c.ActionsEnabled, DisabledCapabilities: slices.Clone(c.DisabledCapabilities), Limits: limits,
+	}
 }
 
 // Load reads and validates the configuration file at path. Relative plugin

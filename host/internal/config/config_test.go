@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func defaults() *Config {
 		Log:              Log{Level: slog.LevelInfo, Format: "text"},
 		Events:           Events{Stream: "CAPGATE_EVENTS"},
 		Idempotency:      Idempotency{Retention: 24 * time.Hour},
+		ActionsEnabled:   true,
 	}
 }
 
@@ -141,9 +143,9 @@ plugins:
 		DefaultScope: dispatch.ScopeAction,
 		DefaultRole:  "viewer",
 		Tokens: []Token{
-			{Index: 0, SHA256: sum("plain-token-1"), Role: "viewer", Scope: dispatch.ScopeAction},
-			{Index: 1, SHA256: sum("object-token-2"), Role: "admin", Scope: dispatch.ScopeAdmin},
-			{Index: 2, SHA256: hashedSum, Role: "viewer", Scope: dispatch.ScopeAction, UserID: "1042"},
+			{Index: 0, Label: "tokens-0", SHA256: sum("plain-token-1"), Role: "viewer", Scope: dispatch.ScopeAction},
+			{Index: 1, Label: "tokens-1", SHA256: sum("object-token-2"), Role: "admin", Scope: dispatch.ScopeAdmin},
+			{Index: 2, Label: "tokens-2", SHA256: hashedSum, Role: "viewer", Scope: dispatch.ScopeAction, UserID: "1042"},
 		},
 		Roles:            map[string][]string{"admin": {"*"}, "viewer": {"booking.read", "search.*"}, "nobody": {}},
 		Packs:            map[string]bool{"search": false, "booking": true, "subscription": false, "llm": false, "events": false, "crm_sync": true},
@@ -152,6 +154,7 @@ plugins:
 		MaxResultBytes:   65536,
 		Database:         Database{DSN: "postgres://capgate@db.example:5432/capgate"},
 		Idempotency:      Idempotency{Retention: 2 * time.Hour},
+		ActionsEnabled:   true,
 		HTTP: HTTP{
 			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second, MaxInFlight: 64,
 			AllowedOrigins: []string{"https://app.example.com", "http://localhost:3000", "http://[::1]"},
@@ -216,6 +219,7 @@ log: {level: error, format: text}
 		{"CAPGATE_HTTP_MAX_IN_FLIGHT", "7", func(c *Config) bool { return c.HTTP.MaxInFlight == 7 }},
 		{"CAPGATE_DATABASE_DSN", "postgresql://u:p@h/db", func(c *Config) bool { return c.Database.DSN == "postgresql://u:p@h/db" }},
 		{"CAPGATE_IDEMPOTENCY_RETENTION", "90m", func(c *Config) bool { return c.Idempotency.Retention == 90*time.Minute }},
+		{"CAPGATE_ACTIONS_ENABLED", "false", func(c *Config) bool { return !c.ActionsEnabled && c.Policy().ActionsOff }},
 		{"CAPGATE_PACKS_BOOKING", "true", func(c *Config) bool { return c.Packs["booking"] }},
 		{"CAPGATE_PACKS_SEARCH", "false", func(c *Config) bool { return !c.Packs["search"] }},
 		{"CAPGATE_PACKS_CRM_SYNC", "1", func(c *Config) bool { return c.Packs["crm_sync"] }},
@@ -487,11 +491,11 @@ tokens:
   - {token_sha256: `+strings.ToUpper(HashTokenForTest("from-hash"))+`, role: admin}
 `, nil)
 	want := []Token{
-		{Index: 0, SHA256: sum("12345678"), Scope: dispatch.ScopeRead},
-		{Index: 1, SHA256: sum("padded+/token=="), Scope: dispatch.ScopeRead},
-		{Index: 2, SHA256: sum("abcdefgh"), Scope: dispatch.ScopeRead},
-		{Index: 3, SHA256: sum("abcdefgh-2"), Scope: dispatch.ScopeRead},
-		{Index: 4, SHA256: sum("from-hash"), Role: "admin", Scope: dispatch.ScopeRead},
+		{Index: 0, Label: "tokens-0", SHA256: sum("12345678"), Scope: dispatch.ScopeRead},
+		{Index: 1, Label: "tokens-1", SHA256: sum("padded+/token=="), Scope: dispatch.ScopeRead},
+		{Index: 2, Label: "tokens-2", SHA256: sum("abcdefgh"), Scope: dispatch.ScopeRead},
+		{Index: 3, Label: "tokens-3", SHA256: sum("abcdefgh-2"), Scope: dispatch.ScopeRead},
+		{Index: 4, Label: "tokens-4", SHA256: sum("from-hash"), Role: "admin", Scope: dispatch.ScopeRead},
 	}
 	if !reflect.DeepEqual(cfg.Tokens, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg.Tokens, want)
@@ -553,5 +557,44 @@ func TestEnvName(t *testing.T) {
 		if got := EnvName(key); got != want {
 			t.Errorf("EnvName(%q) = %q, want %q", key, got, want)
 		}
+	}
+}
+
+// TestGovernancePolicy: the switches, limits and labels reach the gate's
+// policy as written, with a burst defaulting to the rate's count.
+func TestGovernancePolicy(t *testing.T) {
+	isolateEnv(t, nil)
+	cfg, err := Parse([]byte(`
+actions_enabled: false
+disabled_capabilities: [booking.cancel, booking.cancel, llm.ask]
+roles: {viewer: [booking.read]}
+tokens: [{token: abcdefgh, label: desk-1, role: viewer}]
+limits:
+  default: {rate: 20/s, burst: 40}
+  per_token: {rate: 50/s}
+  roles: {viewer: {rate: 10/m}}
+  capabilities: {booking.create: {rate: 5/h, burst: 1}}
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Policy()
+	want := dispatch.Limits{
+		Default:      dispatch.Rate{Count: 20, Per: time.Second, Burst: 40},
+		PerToken:     dispatch.Rate{Count: 50, Per: time.Second},
+		Roles:        map[string]dispatch.Rate{"viewer": {Count: 10, Per: time.Minute}},
+		Capabilities: map[string]dispatch.Rate{"booking.create": {Count: 5, Per: time.Hour, Burst: 1}},
+	}
+	if !p.ActionsOff || !slices.Equal(p.DisabledCapabilities, []string{"booking.cancel", "llm.ask"}) || !reflect.DeepEqual(p.Limits, want) {
+		t.Errorf("policy = %+v\nwant limits %+v", p, want)
+	}
+	if got := cfg.Tokens[0].Label; got != "desk-1" {
+		t.Errorf("label = %q", got)
+	}
+	// The policy is a copy: changing it leaves the config alone.
+	p.Limits.Roles["viewer"] = dispatch.Rate{}
+	p.DisabledCapabilities[0] = "x.y"
+	if cfg.Limits.Roles["viewer"].Count != 10 || cfg.DisabledCapabilities[0] != "booking.cancel" {
+		t.Error("Policy shares its maps or slices with the config")
 	}
 }

@@ -127,6 +127,7 @@ func (s Setting) Env() string { return EnvName(s.Key) }
 // by CAPGATE_PACKS_<NAME> in addition.
 var Settings = []Setting{
 	{Key: "enabled", Default: "false", kind: kindBool, def: false},
+	{Key: "actions_enabled", Default: "true", kind: kindBool, def: true},
 	{Key: "listen", Default: "127.0.0.1:8080", kind: kindString, def: "127.0.0.1:8080"},
 	{Key: "data_dir", Default: "./data", kind: kindString, def: "./data"},
 	{Key: "default_scope", Default: "read", kind: kindString, def: "read"},
@@ -158,12 +159,15 @@ var (
 	pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 	permission = regexp.MustCompile(`^(\*|[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*(\.\*)?)$`)
 	hexDigest  = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+	tokenLabel = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	// capabilityName is the registry's naming rule for capabilities.
+	capabilityName = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
 )
 
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
@@ -171,7 +175,9 @@ var (
 	logKeys          = []string{"level", "format"}
 	searchKeys       = []string{"blocked_entities"}
 	eventsKeys       = []string{"nats_url", "stream"}
-	tokenKeys        = []string{"token", "token_sha256", "role", "scope", "user_id"}
+	tokenKeys        = []string{"token", "token_sha256", "label", "role", "scope", "user_id"}
+	limitsKeys       = []string{"default", "per_token", "roles", "capabilities"}
+	rateKeys         = []string{"rate", "burst"}
 	pluginKeys       = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "config"}
 )
 
@@ -328,6 +334,8 @@ func (l *loader) load(doc *yaml.Node) *Config {
 		}
 	}
 	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}, Search: search}
+	cfg.DisabledCapabilities = l.capabilityNames("disabled_capabilities", sections["disabled_capabilities"])
+	cfg.Limits = l.limits(sections["limits"], roles)
 	l.resolveSettings(cfg)
 	cfg.Packs = map[string]bool{}
 	for _, name := range packNames {
@@ -514,6 +522,9 @@ func (l *loader) resolveSettings(cfg *Config) {
 	}
 	if v, _, ok := get("enabled"); ok {
 		cfg.Enabled = v.(bool)
+	}
+	if v, _, ok := get("actions_enabled"); ok {
+		cfg.ActionsEnabled = v.(bool)
 	}
 	if v, src, ok := get("listen"); ok {
 		cfg.Listen = v.(string)
@@ -772,6 +783,7 @@ func (l *loader) tokens(n *yaml.Node, cfg *Config) []Token {
 	items, _ := l.sequence("tokens", n)
 	out := make([]Token, 0, len(items))
 	first := map[[32]byte]int{}
+	labels := map[string]int{}
 	for i, item := range items {
 		path := index("tokens", i)
 		t := Token{Index: i, Role: cfg.DefaultRole, Scope: cfg.DefaultScope}
@@ -791,7 +803,14 @@ func (l *loader) tokens(n *yaml.Node, cfg *Config) []Token {
 			l.addf(path, item.Line, "same token as tokens[%d]; each token must be distinct", j)
 			continue
 		}
-		first[t.SHA256] = i
+		if t.Label == "" {
+			t.Label = fmt.Sprintf("tokens-%d", i)
+		}
+		if j, dup := labels[t.Label]; dup {
+			l.addf(child(path, "label"), item.Line, "label %q is also tokens[%d]'s; audit records and rate limits tell tokens apart by label", t.Label, j)
+			continue
+		}
+		first[t.SHA256], labels[t.Label] = i, i
 		out = append(out, t)
 	}
 	return out
@@ -822,6 +841,20 @@ func (l *loader) tokenObject(path string, n *yaml.Node, cfg *Config, t *Token) b
 			plain = val
 		case "token_sha256":
 			hashed = val
+		case "label":
+			if isNull(val) {
+				continue
+			}
+			label, lok := l.str(p.path, val)
+			switch {
+			case !lok:
+				ok = false
+			case !tokenLabel.MatchString(label):
+				l.addf(p.path, val.Line, "must be 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit, got %q", shorten(label))
+				ok = false
+			default:
+				t.Label = label
+			}
 		case "role":
 			if isNull(val) {
 				continue
@@ -1156,4 +1189,103 @@ func (l *loader) plugins(n *yaml.Node) []Plugin {
 		}
 	}
 	return out
+}
+
+// capabilityNames reads a list of capability names (disabled_capabilities).
+// Whether a plugin provides each is known only once the plugins have
+// started; the host checks that then.
+func (l *loader) capabilityNames(path string, n *yaml.Node) []string {
+	return l.uniqueStrings(path, n, func(s string) (string, error) {
+		if !capabilityName.MatchString(s) {
+			return "", fmt.Errorf(`must be a capability name such as "booking.create", got %q`, shorten(s))
+		}
+		return s, nil
+	})
+}
+
+// limits reads the limits section: rates for every token's calls to each
+// capability (default, by role, by capability) and over all of them
+// (per_token).
+func (l *loader) limits(n *yaml.Node, roles map[string][]string) dispatch.Limits {
+	var out dispatch.Limits
+	pairs, _ := l.mapping("limits", n)
+	for _, p := range pairs {
+		switch p.key {
+		case "default":
+			out.Default = l.rate(p.path, p.val)
+		case "per_token":
+			out.PerToken = l.rate(p.path, p.val)
+		case "roles":
+			byRole, _ := l.mapping(p.path, p.val)
+			for _, r := range byRole {
+				if _, ok := roles[r.key]; !ok {
+					l.addf(r.path, r.val.Line, "%s", undefinedRole(r.key, roles))
+					continue
+				}
+				if out.Roles == nil {
+					out.Roles = map[string]dispatch.Rate{}
+				}
+				out.Roles[r.key] = l.rate(r.path, r.val)
+			}
+		case "capabilities":
+			byCap, _ := l.mapping(p.path, p.val)
+			for _, c := range byCap {
+				if !capabilityName.MatchString(c.key) {
+					l.addf(c.path, c.val.Line, `must be keyed by a capability name such as "booking.create", got %q`, shorten(c.key))
+					continue
+				}
+				if out.Capabilities == nil {
+					out.Capabilities = map[string]dispatch.Rate{}
+				}
+				out.Capabilities[c.key] = l.rate(c.path, c.val)
+			}
+		default:
+			l.unknown(p, limitsKeys)
+		}
+	}
+	return out
+}
+
+// rate reads {rate: "10/s", burst: 20}; burst defaults to the rate's count.
+func (l *loader) rate(path string, n *yaml.Node) dispatch.Rate {
+	var r dispatch.Rate
+	pairs, ok := l.mapping(path, n)
+	if !ok {
+		return r
+	}
+	var burst int
+	seen := false
+	for _, p := range pairs {
+		switch p.key {
+		case "rate":
+			s, ok := l.str(p.path, p.val)
+			if !ok {
+				continue
+			}
+			parsed, err := dispatch.ParseRate(s)
+			if err != nil {
+				l.addf(p.path, p.val.Line, "%v", err)
+				continue
+			}
+			r, seen = parsed, true
+		case "burst":
+			v, ok := l.typed(p.path, p.val, kindInt)
+			if !ok {
+				continue
+			}
+			if b := v.(int64); b < 1 || b > 1_000_000 {
+				l.addf(p.path, p.val.Line, "must be from 1 to 1000000, got %d", b)
+			} else {
+				burst = int(b)
+			}
+		default:
+			l.unknown(p, rateKeys)
+		}
+	}
+	if !seen {
+		l.addf(path, n.Line, `needs a rate, such as {rate: 10/s} or {rate: 5/m, burst: 10}`)
+		return dispatch.Rate{}
+	}
+	r.Burst = burst
+	return r
 }

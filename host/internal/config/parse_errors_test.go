@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -22,7 +22,7 @@ func TestParseProblems(t *testing.T) {
 		{"unknown top-level key", "listn: 127.0.0.1:80\n",
 			nil, []string{"listn: unknown key; " + topKnown + " (line 1)"}},
 		{"unknown token key", "tokens:\n  - {token: abcdefgh, rol: admin}\n",
-			nil, []string{"tokens[0].rol: unknown key; known keys are token, token_sha256, role, scope, user_id (line 2)"}},
+			nil, []string{"tokens[0].rol: unknown key; known keys are token, token_sha256, label, role, scope, user_id (line 2)"}},
 		{"unknown http key", "http:\n  timeout: 5s\n",
 			nil, []string{"http.timeout: unknown key; known keys are max_body_bytes, request_timeout, shutdown_timeout, max_in_flight, allowed_origins (line 2)"}},
 		{"unknown log key", "log:\n  lvl: debug\n",
@@ -320,6 +320,29 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{"http[\"<<\"]: must be a mapping or a list of mappings, got 5 (line 2)"}},
 		{"extension block still checked for references", "x-common: &c {a: 1}\nlog:\n  <<: *c\n",
 			nil, []string{"log.a: unknown key; known keys are level, format (line 1)"}},
+
+		// Governance: labels, switches and limits.
+		{"token labels", "tokens:\n  - {token: abcdefgh, label: Desk}\n  - {token: abcdefgh-2, label: a}\n  - {token: abcdefgh-3, label: a}\n",
+			nil, []string{
+				`tokens[0].label: must be 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit, got "Desk" (line 2)`,
+				`tokens[2].label: label "a" is also tokens[1]'s; audit records and rate limits tell tokens apart by label (line 4)`,
+			}},
+		{"disabled capabilities", "disabled_capabilities: [booking.create, Booking, 7]\n",
+			nil, []string{
+				`disabled_capabilities[1]: must be a capability name such as "booking.create", got "Booking" (line 1)`,
+				`disabled_capabilities[2]: must be a string, got 7 (line 1)`,
+			}},
+		{"limits", "roles: {viewer: []}\nlimits:\n  default: {rate: 10/d}\n  per_token: {burst: 5}\n  roles: {ghost: {rate: 1/s}, viewer: {rate: 1/s, burst: 0}}\n  capabilities: {Booking: {rate: 1/s}, booking.create: {rate: 1/s, every: 2}}\n  total: 1\n",
+			nil, []string{
+				`limits.default.rate: rate "10/d": the unit must be s, m or h (line 3)`,
+				`limits.default: needs a rate, such as {rate: 10/s} or {rate: 5/m, burst: 10} (line 3)`,
+				`limits.per_token: needs a rate, such as {rate: 10/s} or {rate: 5/m, burst: 10} (line 4)`,
+				`limits.roles.ghost: role "ghost" is not defined under roles (defined: viewer) (line 5)`,
+				`limits.roles.viewer.burst: must be from 1 to 1000000, got 0 (line 5)`,
+				`limits.capabilities.Booking: must be keyed by a capability name such as "booking.create", got "Booking" (line 6)`,
+				`limits.capabilities["booking.create"].every: unknown key; known keys are rate, burst (line 6)`,
+				`limits.total: unknown key; known keys are default, per_token, roles, capabilities (line 7)`,
+			}},
 
 		// Many problems at once come back together, in file order, with
 		// the environment's last.
