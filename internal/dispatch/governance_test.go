@@ -191,7 +191,9 @@ func TestSetPolicyIsAtomic(t *testing.T) {
 		stop  atomic.Bool
 		wg    sync.WaitGroup
 		mixed atomic.Int64
-		steps sync.Map
+		calls atomic.Int64
+		sawA  atomic.Bool // refused at the pack: policy A
+		sawB  atomic.Bool // refused at the permission: policy B
 	)
 	for range 4 {
 		wg.Add(1)
@@ -199,16 +201,23 @@ func TestSetPolicyIsAtomic(t *testing.T) {
 			defer wg.Done()
 			for !stop.Load() {
 				_, err := d.Invoke(context.Background(), aliceRead, capList, nil)
+				calls.Add(1)
 				var r *dispatch.Refusal
-				if !errors.As(err, &r) {
+				switch {
+				case !errors.As(err, &r):
 					mixed.Add(1)
-					continue
+				case r.Step == dispatch.StepPack:
+					sawA.Store(true)
+				case r.Step == dispatch.StepPermission:
+					sawB.Store(true)
 				}
-				steps.Store(r.Step, true)
 			}
 		}()
 	}
-	for i := range 2000 {
+	// Flip until the callers have seen both policies many times over; on
+	// a loaded machine they may start late, so the bound is generous.
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; !(sawA.Load() && sawB.Load() && calls.Load() > 5000) && time.Now().Before(deadline); i++ {
 		p := a
 		if i%2 == 1 {
 			p = b
@@ -222,8 +231,8 @@ func TestSetPolicyIsAtomic(t *testing.T) {
 	if n := mixed.Load(); n != 0 {
 		t.Errorf("%d calls were decided under a mix of two policies", n)
 	}
-	if _, ok := steps.Load(dispatch.StepPack); !ok {
-		t.Error("no call saw policy A")
+	if !sawA.Load() || !sawB.Load() {
+		t.Errorf("the callers saw policy A: %v, policy B: %v, in %d calls", sawA.Load(), sawB.Load(), calls.Load())
 	}
 }
 
