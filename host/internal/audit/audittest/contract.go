@@ -87,24 +87,37 @@ func (e *Env) Open(opts ...audit.Option) audit.Store {
 // the engine's own, inside the append's transaction.
 func (e *Env) FailWrites(requestID string) (repair func()) {
 	e.T.Helper()
-	db, pg := e.raw()
 	cond := "NEW.capability <> ''"
 	if requestID != "" {
 		cond = "NEW.request_id = '" + strings.ReplaceAll(requestID, "'", "''") + "'"
 	}
+	return e.refuse("INSERT", cond)
+}
+
+// FailDeletes makes the database refuse every delete of an audit record
+// until the returned function is called.
+func (e *Env) FailDeletes() (repair func()) {
+	e.T.Helper()
+	return e.refuse("DELETE", "OLD.capability <> ''")
+}
+
+func (e *Env) refuse(event, cond string) (repair func()) {
+	e.T.Helper()
+	db, pg := e.raw()
+	name := "audit_test_refuse_" + strings.ToLower(event)
 	var create, drop []string
 	if pg {
 		create = []string{
 			`CREATE OR REPLACE FUNCTION audit_test_refuse() RETURNS trigger LANGUAGE plpgsql AS
 				$$BEGIN RAISE EXCEPTION 'audit test: writes refused'; END$$`,
-			`CREATE TRIGGER audit_test_refuse BEFORE INSERT ON audit_records FOR EACH ROW WHEN (` + cond + `)
+			`CREATE TRIGGER ` + name + ` BEFORE ` + event + ` ON audit_records FOR EACH ROW WHEN (` + cond + `)
 				EXECUTE FUNCTION audit_test_refuse()`,
 		}
-		drop = []string{`DROP TRIGGER audit_test_refuse ON audit_records`}
+		drop = []string{`DROP TRIGGER ` + name + ` ON audit_records`}
 	} else {
-		create = []string{`CREATE TRIGGER audit_test_refuse BEFORE INSERT ON audit_records WHEN ` + cond + `
+		create = []string{`CREATE TRIGGER ` + name + ` BEFORE ` + event + ` ON audit_records WHEN ` + cond + `
 			BEGIN SELECT RAISE(ABORT, 'audit test: writes refused'); END`}
-		drop = []string{`DROP TRIGGER audit_test_refuse`}
+		drop = []string{`DROP TRIGGER ` + name}
 	}
 	exec := func(stmts []string) {
 		for _, q := range stmts {
@@ -118,6 +131,14 @@ func (e *Env) FailWrites(requestID string) (repair func()) {
 	repair = func() { once.Do(func() { exec(drop); db.Close() }) }
 	e.T.Cleanup(repair)
 	return repair
+}
+
+// Raw opens the test's database without the store, closed at cleanup.
+func (e *Env) Raw() *sql.DB {
+	e.T.Helper()
+	db, _ := e.raw()
+	e.T.Cleanup(func() { db.Close() })
+	return db
 }
 
 // raw opens the test's database without the store, to break it.
