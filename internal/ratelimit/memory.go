@@ -1,5 +1,3 @@
-// Package ratelimit holds the gate's rate-limit counters: Memory for one
-// host, kept in its process.
 package ratelimit
 
 import (
