@@ -168,6 +168,7 @@ type host struct {
 	// binary, by which its processes are found.
 	plugins map[string]string
 	log     string // file holding the host's stdout and stderr
+	config  string // the configuration file it serves
 	// killed is set by a test that ends the host with SIGKILL itself, so
 	// the stop at cleanup expects no exit code 0.
 	killed bool
@@ -261,7 +262,7 @@ func startHostWith(t *testing.T, dir, bookingConfig string, edit func(string) st
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting capgate: %v", err)
 	}
-	h := &host{t: t, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), plugins: plugins, log: logPath, done: make(chan struct{})}
+	h := &host{t: t, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), plugins: plugins, log: logPath, config: cfg, done: make(chan struct{})}
 	go func() {
 		h.werr = cmd.Wait()
 		h.state = cmd.ProcessState

@@ -6,6 +6,8 @@
 //	capgate search reindex -c FILE
 //	                            rebuild the search index from the providers
 //	capgate token new           print a fresh bearer token and its token_sha256
+//	capgate actions off|on|status -c FILE
+//	                            throw, release or show the kill switch
 //	capgate health [-url URL] [-c FILE]
 //	                            probe a running host's /healthz (exit 0 on 200)
 //	capgate version             print the build version
@@ -42,6 +44,10 @@ Usage:
                               rebuild the search index from the catalogue
                               providers (stop the server on that data_dir first)
   capgate token new           print a fresh bearer token and its token_sha256
+  capgate actions off|on|status -c FILE
+                              stop every action on every replica sharing
+                              FILE's database (reads keep working), start
+                              them again, or show the switch
   capgate health [-url URL] [-c FILE]
                               probe a running host's /healthz: exit 0 on 200,
                               1 when a plugin died or nothing answers; it
@@ -71,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return search(args[1:], stdout, stderr)
 	case "health":
 		return health(args[1:], stdout, stderr)
+	case "actions":
+		return actions(args[1:], stdout, stderr)
 	case "version", "-v", "--version":
 		fmt.Fprintln(stdout, "capgate", version)
 		return 0

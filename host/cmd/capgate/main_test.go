@@ -26,6 +26,10 @@ func TestRun(t *testing.T) {
 	if err := os.WriteFile(missingEnv, []byte("plugins: [{name: p, path: /bin/true, env: [CAPGATE_TEST_SURELY_UNSET]}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	fileOff := filepath.Join(dir, "off.yaml")
+	if err := os.WriteFile(fileOff, []byte("data_dir: "+filepath.Join(dir, "data")+"\nactions_enabled: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -50,6 +54,16 @@ func TestRun(t *testing.T) {
 		{name: "search without reindex", args: []string{"search"}, code: 2, err: "usage: capgate search reindex -c FILE"},
 		{name: "search reindex without -c", args: []string{"search", "reindex"}, code: 2, err: "usage: capgate search reindex -c FILE"},
 		{name: "search reindex with a bad file", args: []string{"search", "reindex", "-c", bad}, code: 1, err: "max_results"},
+		// The kill switch, in good.yaml's data_dir, in order.
+		{name: "actions without a verb", args: []string{"actions"}, code: 2, err: "usage: capgate actions off|on|status -c FILE"},
+		{name: "actions with an unknown verb", args: []string{"actions", "pause", "-c", good}, code: 2, err: "usage: capgate actions off|on|status"},
+		{name: "actions without -c", args: []string{"actions", "off"}, code: 2, err: "usage: capgate actions off -c FILE"},
+		{name: "actions with a bad file", args: []string{"actions", "off", "-c", bad}, code: 1, err: "max_results"},
+		{name: "actions status, never set", args: []string{"actions", "status", "-c", good}, code: 0, out: "actions are on"},
+		{name: "actions off", args: []string{"actions", "off", "-c", good}, code: 0, out: "actions are off on every replica using this database (set by cli:"},
+		{name: "actions status, off", args: []string{"actions", "status", "-c", good}, code: 0, out: "actions are off"},
+		{name: "actions on", args: []string{"actions", "on", "-c", good}, code: 0, out: "actions are on\nrunning hosts apply the change within 1s"},
+		{name: "actions on, but off in the file", args: []string{"actions", "status", "-c", fileOff}, code: 0, out: "sets actions_enabled: false"},
 		{name: "search reindex without a search plugin", args: []string{"search", "reindex", "-c", good}, code: 1,
 			err: "provides platform.search: add the search plugin"},
 	} {

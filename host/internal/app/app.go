@@ -21,6 +21,7 @@ import (
 	"github.com/capgate/capgate/host/internal/mcp"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/host/internal/server"
+	"github.com/capgate/capgate/host/internal/switches"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/idempotency"
 	"github.com/capgate/capgate/internal/ratelimit"
@@ -38,6 +39,7 @@ type App struct {
 	cat     *catalogue.Catalogue
 	bus     events.Bus
 	idem    *idempotency.Store
+	gov     *governance
 }
 
 // Options are what the configuration file does not say.
@@ -83,6 +85,20 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 			_ = idem.Close()
 		}
 	}()
+	sw, err := switches.Open(ctx, cfg.Database.DSN, cfg.DataDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("database.dsn: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = sw.Close()
+		}
+	}()
+	// The shared kill switch as it stands now, before anything serves.
+	off, err := sw.Get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("database.dsn: %w", err)
+	}
 	specs := make([]pluginhost.Spec, len(cfg.Plugins))
 	for i, p := range cfg.Plugins {
 		if p.Name == eventspack.ProviderName {
@@ -150,9 +166,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err := checkDisabled(cfg, reg); err != nil {
 		return nil, err
 	}
-	gate, err := dispatch.New(reg, cfg.Policy(), providers)
+	gov := &governance{switches: sw, log: log, cfg: cfg, off: off}
+	gate, err := dispatch.New(reg, gov.policy(), providers)
 	if err != nil {
 		return nil, err
+	}
+	gov.gate = gate
+	if off.ActionsOff {
+		log.Warn("kill switch: every action is off", "by", off.ChangedBy, "at", off.ChangedAt, "release", "capgate actions on -c FILE")
 	}
 	// Rate limits are counted in this process: each replica holds its own
 	// count of the calls it serves.
@@ -183,9 +204,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Records:         records(cat, plugins),
 		Auth:            auth.New(cfg.Tokens),
 		Health:          pluginHealth(plugins),
+		Admin:           gov,
 		Logger:          log,
 	})
-	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem}, nil
+	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov}, nil
 }
 
 // idempotencyLeaseMargin is added to the request timeout for the lease an
@@ -292,6 +314,9 @@ func (a *App) stop() {
 	if err := a.idem.Close(); err != nil {
 		a.log.Warn("closing the idempotency store", "err", err)
 	}
+	if err := a.gov.switches.Close(); err != nil {
+		a.log.Warn("closing the switches store", "err", err)
+	}
 }
 
 // purge deletes expired idempotency records until ctx ends.
@@ -355,6 +380,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go a.purge(pctx)
+	go a.gov.switches.Watch(pctx, switches.PollInterval, a.log, a.gov.switched)
 	a.log.Info("capgate serving", "endpoint", "http://"+ln.Addr().String()+server.MCPPath,
 		"capabilities", len(a.gate.Registry().All()), "plugins", len(a.plugins.Plugins()),
 		"entity_types", len(a.cat.Entities()))

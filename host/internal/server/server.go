@@ -82,6 +82,9 @@ type Options struct {
 	// plugin does not run) and GET /livez (503 once any failed for good);
 	// nil reports none (always 200).
 	Health HealthFunc
+	// Admin serves the admin API (AdminActionsPath) to admin-scope
+	// tokens; nil serves none.
+	Admin Admin
 	// Logger receives request logs (debug) and failures; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -155,6 +158,8 @@ func New(opts Options) *Server {
 	// otherwise answer 405, revealing the path).
 	e.Any(MCPPath, endpoint)
 	e.RouteNotFound(MCPPath, endpoint)
+	e.GET(AdminActionsPath, s.adminOnly(s.getActions))
+	e.PUT(AdminActionsPath, s.adminOnly(s.putActions))
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
 	e.GET(LivePath, s.live)

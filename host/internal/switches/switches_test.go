@@ -108,7 +108,11 @@ func TestWatch(t *testing.T) {
 	}
 	// The watcher's database goes away: it keeps what it knew and warns once.
 	b.Close()
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(logs.String(), "keeping the last one known") })
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "keeping the last one known")
+	})
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	warnings := strings.Count(logs.String(), "keeping the last one known")
