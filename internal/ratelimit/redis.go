@@ -99,6 +99,7 @@ func NewRedis(rawURL string, opts RedisOptions) (*Redis, error) {
 	// One retry, soon: a pooled connection broken by a Redis restart is
 	// replaced within the same call, and a Redis that is down fails fast.
 	o.MaxRetries, o.MinRetryBackoff, o.MaxRetryBackoff = 1, time.Millisecond, opts.Timeout/4
+	o.DialerRetries = 1 // a refused dial is an answer, not worth waiting out
 	// A standalone counter needs neither; each is one more round trip on
 	// every new connection.
 	o.DisableIdentity = true
@@ -154,7 +155,7 @@ func (r *Redis) Allow(ctx context.Context, key string, rate dispatch.Rate) (bool
 	}
 	bounded, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	limit := redis_rate.Limit{Rate: rate.Count, Burst: rate.BurstOrCount(), Period: rate.Per}
+	limit := limitOf(rate)
 	res, err := r.lim.Allow(bounded, r.redisKey(key, limit), limit)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -166,6 +167,11 @@ func (r *Redis) Allow(ctx context.Context, key string, rate dispatch.Rate) (bool
 		return true, 0, nil
 	}
 	return false, max(res.RetryAfter, 0), nil
+}
+
+// limitOf is rate as a GCRA limit, its burst the one in effect.
+func limitOf(rate dispatch.Rate) redis_rate.Limit {
+	return redis_rate.Limit{Rate: rate.Count, Burst: rate.BurstOrCount(), Period: rate.Per}
 }
 
 // redisKey is key's count under limit: see the package doc.
