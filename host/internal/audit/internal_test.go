@@ -2,6 +2,7 @@ package audit
 
 import (
 	"testing"
+	"time"
 
 	"github.com/capgate/capgate/sdk/sqlstore/sqlstoretest"
 )
@@ -14,4 +15,13 @@ func TestShippedMigrationsApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqlstoretest.CheckSchema(t, sch, "audit_records", HistoryTable)
+}
+
+func TestBackoffDelay(t *testing.T) {
+	b := Backoff{Min: 100 * time.Millisecond, Max: time.Second}
+	for failures, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 60: time.Second} {
+		if got := b.delay(failures); got != want {
+			t.Errorf("delay after %d failures = %v; want %v", failures, got, want)
+		}
+	}
 }
