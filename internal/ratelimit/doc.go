@@ -42,7 +42,9 @@
 // call as if no limit applied. Either way it logs a warning, at most one
 // per half minute with the number of failures since the last one, naming
 // Redis by host and port only: never the URL's password, never the key.
-// A call whose own context ends gets the context's error in both modes and
+// go-redis's own log lines, which repeat every failed dial, go to slog at
+// debug level once a Redis counter exists (the library's logger is one
+// for the process). A call whose own context ends gets the context's error in both modes and
 // logs nothing: that is the caller leaving, not Redis failing.
 //
 // NewRedis does not connect, so a host can start while Redis is down; use

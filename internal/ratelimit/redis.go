@@ -104,6 +104,7 @@ func NewRedis(rawURL string, opts RedisOptions) (*Redis, error) {
 	// every new connection.
 	o.DisableIdentity = true
 	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	quietClientLog.Do(func() { redis.SetLogger(debugLog{}) })
 	rdb := redis.NewClient(o)
 	return &Redis{
 		rdb: rdb, lim: redis_rate.NewLimiter(rdb), addr: o.Addr,
@@ -235,6 +236,21 @@ func (r *Redis) Ping(ctx context.Context) error {
 		return fmt.Errorf("ratelimit: redis at %s: %w", r.addr, err)
 	}
 	return nil
+}
+
+// quietClientLog routes go-redis's own log lines, process-wide, to slog
+// at debug level: it writes one line per failed dial, unthrottled, while
+// the counter reports failures itself, at most once per warnEvery.
+var quietClientLog sync.Once
+
+type debugLog struct{}
+
+func (debugLog) Printf(ctx context.Context, format string, v ...any) {
+	text := fmt.Sprintf(format, v...)
+	if len(text) > maxLoggedText {
+		text = text[:maxLoggedText] + "…"
+	}
+	slog.DebugContext(ctx, "redis client", "message", text)
 }
 
 // Close closes the connections to Redis.

@@ -414,7 +414,8 @@ func TestRedisWrongPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	const password = "not-the-password-7"
-	r, err := NewRedis("redis://nobody:"+password+"@"+o.Addr, RedisOptions{Timeout: 2 * time.Second})
+	var logs logBuffer
+	r, err := NewRedis("redis://nobody:"+password+"@"+o.Addr, RedisOptions{Timeout: 2 * time.Second, Logger: logs.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,6 +426,9 @@ func TestRedisWrongPassword(t *testing.T) {
 	_, _, err = r.Allow(context.Background(), "k", dispatch.Rate{Count: 1, Per: time.Hour})
 	if err == nil || strings.Contains(err.Error(), password) {
 		t.Errorf("Allow: %v, want an error without the password", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "WRONGPASS") || strings.Contains(out, password) {
+		t.Errorf("want a warning of the refusal without the password:\n%s", out)
 	}
 }
 
