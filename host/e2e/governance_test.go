@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -125,5 +129,140 @@ func TestKillSwitchAcrossReplicas(t *testing.T) {
 	}
 	if o := create(r1); o.rpcErr != nil || o.isError || o.err != nil {
 		t.Errorf("booking.create after the switch was released: %s", o)
+	}
+}
+
+// waitLog waits until h's log holds want n times in all.
+func waitLog(t *testing.T, h *host, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for strings.Count(h.fullLog(), want) < n {
+		if time.Now().After(deadline) {
+			var lines []string
+			for _, l := range strings.Split(h.fullLog(), "\n") {
+				if strings.Contains(l, "config") || strings.Contains(l, "SIGHUP") {
+					lines = append(lines, l)
+				}
+			}
+			t.Fatalf("no %d× %q in the log within 15s; its lines about the config:\n%s", n, want, strings.Join(lines, "\n"))
+		}
+		select {
+		case <-h.done:
+			t.Fatalf("the host ended (%v)", h.werr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestConfigReload: SIGHUP and a changed file reload tokens, roles and
+// switches while serving: a changed role takes effect on the next call, a
+// broken file changes nothing and has every problem logged with its key
+// path, a start-up-only change is named and not applied, and no request
+// of an unaffected caller fails meanwhile.
+func TestConfigReload(t *testing.T) {
+	needE2E(t)
+	h := startHost(t)
+	original, err := os.ReadFile(h.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(text string) {
+		t.Helper()
+		// Through a rename, as editors and ConfigMap updates replace files.
+		tmp := h.config + ".new"
+		if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, h.config); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hup := func() {
+		t.Helper()
+		if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &mcpClient{http: &http.Client{Timeout: 30 * time.Second}}
+
+	// The admin's calls go on throughout; its role never changes.
+	var (
+		stop   = make(chan struct{})
+		wg     sync.WaitGroup
+		calls  atomic.Int64
+		failed atomic.Int64
+		first  atomic.Value
+	)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := c.call(h, tokenAdmin, "booking.resources", map[string]any{})
+				calls.Add(1)
+				if o.err != nil || o.rpcErr != nil || o.isError {
+					failed.Add(1)
+					first.CompareAndSwap(nil, o.String())
+				}
+			}
+		}()
+	}
+
+	// 1. A role loses a permission: refused from the next call on.
+	if _, err := c.mustCall(t, h, tokenAlice, "booking.list", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	narrowed := strings.Replace(string(original), "customer: [booking.read, booking.write, catalogue.read]", "customer: [booking.write, catalogue.read]", 1)
+	write(narrowed)
+	hup()
+	waitLog(t, h, "config reloaded", 1)
+	if o := c.call(h, tokenAlice, "booking.list", map[string]any{}); !refusedAt(o, "permission") {
+		t.Fatalf("after the reload: %s, want a refusal at permission", o)
+	}
+
+	// 2. A broken file changes nothing, and says everything wrong with it.
+	write(narrowed + "max_results: ten\nlimits: {default: {rate: 10/d}}\n")
+	hup()
+	waitLog(t, h, "config reload refused", 1)
+	logText := h.fullLog()
+	for _, want := range []string{`max_results: must be an integer`, `limits.default.rate: rate \"10/d\": the unit must be s, m or h`} {
+		if !strings.Contains(logText, want) {
+			t.Errorf("the refused reload does not log %q", want)
+		}
+	}
+	if o := c.call(h, tokenAlice, "booking.list", map[string]any{}); !refusedAt(o, "permission") {
+		t.Fatalf("after a broken file: %s, want the last good policy", o)
+	}
+
+	// 3. No signal: the file watcher sees the original back, with a new
+	// token, a changed port (start-up only) and actions switched off.
+	const newToken = "reload-test-token-1"
+	restored := strings.Replace(string(original), "tokens:\n", "tokens:\n  - {token: "+newToken+", label: late, role: customer, scope: action, user_id: carol}\n", 1)
+	restored = strings.Replace(restored, "listen: 127.0.0.1:", "listen: 127.0.0.2:", 1) + "actions_enabled: false\n"
+	write(restored)
+	waitLog(t, h, "config reloaded", 2)
+	if log := h.fullLog(); !strings.Contains(log, "apply only at start") || !strings.Contains(log, "settings=[listen]") {
+		t.Errorf("the changed listen address was not named as start-up only")
+	}
+	if _, err := c.mustCall(t, h, tokenAlice, "booking.list", map[string]any{}); err != nil {
+		t.Errorf("the restored role: %v", err)
+	}
+	if _, err := c.mustCall(t, h, newToken, "booking.list", map[string]any{}); err != nil {
+		t.Errorf("the token added by the reload: %v", err)
+	}
+	if o := c.call(h, newToken, "booking.cancel", map[string]any{"id": "bk_aaaaaaaaaaaa"}); !refusedAt(o, "kill_switch") {
+		t.Errorf("actions_enabled: false from the file: %s", o)
+	}
+
+	close(stop)
+	wg.Wait()
+	t.Logf("%d calls of an unaffected caller during the reloads, %d failed", calls.Load(), failed.Load())
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d of the admin's calls failed during the reloads; the first: %v", n, first.Load())
 	}
 }

@@ -375,6 +375,16 @@ func (h *host) logText() string {
 	return string(b)
 }
 
+// fullLog is the host's whole log, for tests that look for lines in it
+// however much was logged since.
+func (h *host) fullLog() string {
+	b, err := os.ReadFile(h.log)
+	if err != nil {
+		return fmt.Sprintf("(log unreadable: %v)", err)
+	}
+	return string(b)
+}
+
 // pluginProcs lists the live processes of each of the host's plugins, by
 // plugin name; a plugin with none is left out.
 func (h *host) pluginProcs() map[string][]int {

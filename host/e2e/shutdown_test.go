@@ -194,35 +194,6 @@ func TestShutdownDrainsCallsAndPlugins(t *testing.T) {
 	}
 }
 
-// TestSIGHUPIsLoggedAndIgnored: a SIGHUP (a closed terminal, an operator
-// expecting a reload) neither ends the host nor goes unnoticed: it logs
-// that the signal was ignored and keeps serving.
-func TestSIGHUPIsLoggedAndIgnored(t *testing.T) {
-	needE2E(t)
-	h := startHost(t)
-	if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(h.logText(), "SIGHUP received and ignored") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line about the SIGHUP within 10s:\n%s", h.logText())
-		}
-		select {
-		case <-h.done:
-			t.Fatalf("SIGHUP ended the host (%v)", h.werr)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	resp, err := http.DefaultClient.Do(newListRequest(h, strings.NewReader(listCall)))
-	if err != nil {
-		t.Fatalf("a call after SIGHUP: %v", err)
-	}
-	if problem := checkListResponse(resp); problem != "" {
-		t.Errorf("a call after SIGHUP: %s", problem)
-	}
-}
-
 // runningPlugins returns the live processes of each of the host's plugins,
 // and fails the test when a plugin has none.
 func runningPlugins(t *testing.T, h *host) map[string][]int {

@@ -203,7 +203,8 @@ func serve(args []string, stderr io.Writer) int {
 	// The first SIGINT/SIGTERM starts a graceful drain; a second one kills.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer ignoreHangups(log)()
+	hangups := takeHangups(log)
+	defer hangups.stop()
 
 	// The port first: taken, it fails now, before any plugin runs.
 	ln, err := app.Listen(cfg)
@@ -217,6 +218,7 @@ func serve(args []string, stderr io.Writer) int {
 		log.Error("capgate cannot start", "err", err)
 		return 1
 	}
+	hangups.reloads(a)
 	go func() {
 		<-ctx.Done()
 		stop() // restore default signal handling: a second signal terminates
@@ -228,28 +230,45 @@ func serve(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// ignoreHangups takes SIGHUP, which would otherwise end the host without a
-// word (a closed terminal, an operator expecting a reload), and logs that
-// it is ignored: the configuration is read only at start. The returned
-// function stops taking it.
-func ignoreHangups(log *slog.Logger) func() {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
+// hangups takes SIGHUP, which would otherwise end the host without a word.
+// Until the host is built it is logged and ignored; from then on it
+// reloads the configuration file (App.Reload).
+type hangups struct {
+	log  *slog.Logger
+	sig  chan os.Signal
+	app  chan *app.App
+	done chan struct{}
+}
+
+func takeHangups(log *slog.Logger) *hangups {
+	h := &hangups{log: log, sig: make(chan os.Signal, 1), app: make(chan *app.App, 1), done: make(chan struct{})}
+	signal.Notify(h.sig, syscall.SIGHUP)
 	go func() {
+		var a *app.App
 		for {
 			select {
-			case <-hup:
-				log.Warn("SIGHUP received and ignored: capgate reads its configuration only at start; restart it to apply a changed file")
-			case <-done:
+			case a = <-h.app:
+			case <-h.sig:
+				if a == nil {
+					log.Warn("SIGHUP received while starting: ignored; send it again once capgate is serving to reload the configuration")
+					continue
+				}
+				log.Info("SIGHUP received: reloading the configuration")
+				_, _ = a.Reload() // Reload logs what it applied, or every problem
+			case <-h.done:
 				return
 			}
 		}
 	}()
-	return func() {
-		signal.Stop(hup)
-		close(done)
-	}
+	return h
+}
+
+// reloads makes SIGHUP reload a's configuration.
+func (h *hangups) reloads(a *app.App) { h.app <- a }
+
+func (h *hangups) stop() {
+	signal.Stop(h.sig)
+	close(h.done)
 }
 
 // tuneGC trades memory for CPU unless the operator chose (GOGC set): the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,6 +41,13 @@ type App struct {
 	bus     events.Bus
 	idem    *idempotency.Store
 	gov     *governance
+	auth    *auth.Store
+	// file is the configuration file (empty when the config was not read
+	// from one); reloads read it again.
+	file string
+	// reloadMu serialises reloads (SIGHUP and the file watcher) and
+	// guards cfg.
+	reloadMu sync.Mutex
 }
 
 // Options are what the configuration file does not say.
@@ -191,6 +199,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		return nil, err
 	}
 
+	tokens := auth.New(cfg.Tokens)
 	srv := server.New(server.Options{
 		Enabled:         cfg.Enabled,
 		Addr:            cfg.Listen,
@@ -202,12 +211,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		AllowedOrigins:  cfg.HTTP.AllowedOrigins,
 		Dispatcher:      gate,
 		Records:         records(cat, plugins),
-		Auth:            auth.New(cfg.Tokens),
+		Auth:            tokens,
 		Health:          pluginHealth(plugins),
 		Admin:           gov,
 		Logger:          log,
 	})
-	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov}, nil
+	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, file: cfg.File}, nil
 }
 
 // idempotencyLeaseMargin is added to the request timeout for the lease an
@@ -381,6 +390,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	go a.purge(pctx)
 	go a.gov.switches.Watch(pctx, switches.PollInterval, a.log, a.gov.switched)
+	if a.file != "" {
+		go a.watchConfig(pctx, ConfigPollInterval)
+	}
 	a.log.Info("capgate serving", "endpoint", "http://"+ln.Addr().String()+server.MCPPath,
 		"capabilities", len(a.gate.Registry().All()), "plugins", len(a.plugins.Plugins()),
 		"entity_types", len(a.cat.Entities()))

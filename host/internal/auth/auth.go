@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/internal/dispatch"
@@ -21,9 +22,15 @@ const TokenPrefix = "cg_"
 // failure path.
 var random io.Reader = rand.Reader
 
-// Store authenticates bearer tokens. It is read-only after New and safe for
-// concurrent use. The zero Store accepts nothing.
+// Store authenticates bearer tokens. It is safe for concurrent use, and
+// Replace swaps its tokens whole while requests are served. The zero Store
+// accepts nothing.
 type Store struct {
+	tokens atomic.Pointer[tokenSet]
+}
+
+// tokenSet is one generation of tokens, never changed once built.
+type tokenSet struct {
 	// byHash maps a token's SHA-256 to its principal: one lookup per
 	// request, whatever the number of tokens. Only hashes are kept.
 	//
@@ -40,31 +47,46 @@ type Store struct {
 // New builds a store from configured tokens. Should two tokens share a hash
 // (config.Load refuses that), the later one wins.
 func New(tokens []config.Token) *Store {
-	s := &Store{byHash: make(map[[sha256.Size]byte]dispatch.Principal, len(tokens))}
-	for _, t := range tokens {
-		s.byHash[t.SHA256] = dispatch.Principal{Role: t.Role, Scope: t.Scope, UserID: t.UserID, Token: t.Label}
-	}
+	s := &Store{}
+	s.Replace(tokens)
 	return s
+}
+
+// Replace makes tokens the ones the store accepts, at once: a request is
+// authenticated against the old set or the new, and a token removed is
+// refused from the next request on.
+func (s *Store) Replace(tokens []config.Token) {
+	set := &tokenSet{byHash: make(map[[sha256.Size]byte]dispatch.Principal, len(tokens))}
+	for _, t := range tokens {
+		set.byHash[t.SHA256] = dispatch.Principal{Role: t.Role, Scope: t.Scope, UserID: t.UserID, Token: t.Label}
+	}
+	s.tokens.Store(set)
 }
 
 // Len returns how many tokens the store accepts (tokens sharing a hash
 // count once).
-func (s *Store) Len() int { return len(s.byHash) }
+func (s *Store) Len() int {
+	if set := s.tokens.Load(); set != nil {
+		return len(set.byHash)
+	}
+	return 0
+}
 
 // Authenticate checks an Authorization header value of the form
 // "Bearer <token>" and returns the token's principal.
 func (s *Store) Authenticate(authorization string) (dispatch.Principal, bool) {
 	// bearer runs config.CheckToken first: a malformed or oversized token
 	// is refused before any hashing.
+	set := s.tokens.Load()
 	tok, ok := bearer(authorization)
-	if !ok || len(s.byHash) == 0 {
+	if !ok || set == nil || len(set.byHash) == 0 {
 		return dispatch.Principal{}, false
 	}
 	// Copying into a fixed array keeps the hash input on the stack: the
 	// []byte(tok) conversion would allocate on every request.
 	var buf [config.MaxTokenLength]byte
 	n := copy(buf[:], tok)
-	p, ok := s.byHash[sha256.Sum256(buf[:n])]
+	p, ok := set.byHash[sha256.Sum256(buf[:n])]
 	return p, ok
 }
 

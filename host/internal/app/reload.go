@@ -1,0 +1,168 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"reflect"
+	"time"
+
+	"github.com/capgate/capgate/host/internal/config"
+)
+
+// ConfigPollInterval is how often the host looks at its configuration
+// file for a change. Polling the content, not watching for file events,
+// also sees a file replaced by a rename or a symbolic-link swap (how
+// editors save and how Kubernetes updates a mounted ConfigMap), which
+// event watchers miss.
+const ConfigPollInterval = 2 * time.Second
+
+// Reloadable names the settings a reload applies while serving. Every
+// other setting is read at start-up only; a reload that changes one says
+// so and leaves it as it was.
+var Reloadable = []string{"tokens", "roles", "packs", "default_role", "default_scope", "actions_enabled", "disabled_capabilities", "limits"}
+
+// Reload reads the configuration file again and applies its tokens,
+// roles, packs, switches and limits at once: a call sees the old policy
+// or the new, never a mix, and calls in flight finish under the policy
+// they started with. A file with any problem changes nothing, and every
+// problem is logged with its key path. It returns what it applied, or
+// why it applied nothing.
+func (a *App) Reload() (applied []string, err error) {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	if a.file == "" {
+		return nil, errors.New("config reload: the configuration was not read from a file")
+	}
+	next, err := config.Load(a.file)
+	if err == nil {
+		err = checkDisabled(next, a.gate.Registry())
+	}
+	if err != nil {
+		a.log.Error("config reload refused; the running configuration stays", "file", a.file)
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			for _, p := range ce.Unwrap() {
+				a.log.Error("config reload: problem", "problem", p.Error())
+			}
+		} else {
+			for _, p := range unjoin(err) {
+				a.log.Error("config reload: problem", "problem", p.Error())
+			}
+		}
+		return nil, err
+	}
+	if restart := restartOnly(a.cfg, next); len(restart) > 0 {
+		a.log.Warn("config reload: these settings changed in the file but apply only at start; restart capgate to apply them",
+			"settings", restart)
+	}
+	applied = changedReloadable(a.cfg, next)
+	// The running values of start-up-only settings stay; only the
+	// reloadable ones come from the new file.
+	merged := *a.cfg
+	merged.Tokens, merged.Roles, merged.Packs = next.Tokens, next.Roles, next.Packs
+	merged.DefaultRole, merged.DefaultScope = next.DefaultRole, next.DefaultScope
+	merged.ActionsEnabled, merged.DisabledCapabilities, merged.Limits = next.ActionsEnabled, next.DisabledCapabilities, next.Limits
+	if err := a.gov.reconfigure(&merged); err != nil {
+		a.log.Error("config reload refused; the running configuration stays", "err", err)
+		return nil, err
+	}
+	a.auth.Replace(merged.Tokens)
+	a.cfg = &merged
+	a.log.Info("config reloaded", "file", a.file, "changed", applied)
+	return applied, nil
+}
+
+// watchConfig reloads when the file's content changes, until ctx ends. A
+// file that cannot be read is logged once and tried again.
+func (a *App) watchConfig(ctx context.Context, every time.Duration) {
+	last := fileSum(a.file)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sum := fileSum(a.file)
+		if sum == nil || bytes.Equal(sum, last) {
+			continue
+		}
+		last = sum
+		a.log.Info("config file changed; reloading", "file", a.file)
+		_, _ = a.Reload() // Reload logs its outcome
+	}
+}
+
+func fileSum(path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	s := sha256.Sum256(b)
+	return s[:]
+}
+
+// restartOnly names the start-up-only settings that differ between the
+// running configuration and the file.
+func restartOnly(run, file *config.Config) []string {
+	var out []string
+	for _, f := range []struct {
+		name      string
+		run, file any
+	}{
+		{"enabled", run.Enabled, file.Enabled}, {"listen", run.Listen, file.Listen}, {"data_dir", run.DataDir, file.DataDir},
+		{"max_results", run.MaxResults, file.MaxResults}, {"events_buffer_size", run.EventsBufferSize, file.EventsBufferSize},
+		{"max_result_bytes", run.MaxResultBytes, file.MaxResultBytes}, {"http", run.HTTP, file.HTTP}, {"log", run.Log, file.Log},
+		{"search", run.Search, file.Search}, {"events", run.Events, file.Events}, {"database", run.Database, file.Database},
+		{"idempotency", run.Idempotency, file.Idempotency}, {"plugins", run.Plugins, file.Plugins},
+	} {
+		if !reflect.DeepEqual(f.run, f.file) {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// changedReloadable names the reloadable settings the file changes.
+func changedReloadable(run, file *config.Config) []string {
+	var out []string
+	for _, f := range []struct {
+		name      string
+		run, file any
+	}{
+		{"tokens", run.Tokens, file.Tokens}, {"roles", run.Roles, file.Roles}, {"packs", run.Packs, file.Packs},
+		{"default_role", run.DefaultRole, file.DefaultRole}, {"default_scope", run.DefaultScope, file.DefaultScope},
+		{"actions_enabled", run.ActionsEnabled, file.ActionsEnabled},
+		{"disabled_capabilities", run.DisabledCapabilities, file.DisabledCapabilities}, {"limits", run.Limits, file.Limits},
+	} {
+		if !reflect.DeepEqual(f.run, f.file) {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// unjoin lists the errors joined in err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// reconfigure makes cfg the source of the file's part of the policy.
+func (g *governance) reconfigure(cfg *config.Config) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.cfg
+	g.cfg = cfg
+	if err := g.gate.SetPolicy(g.policy()); err != nil {
+		g.cfg = old
+		return err
+	}
+	return nil
+}
