@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -264,5 +265,55 @@ func TestConfigReload(t *testing.T) {
 	t.Logf("%d calls of an unaffected caller during the reloads, %d failed", calls.Load(), failed.Load())
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d of the admin's calls failed during the reloads; the first: %v", n, first.Load())
+	}
+}
+
+// TestRateLimitAcrossReplicas: two hosts counting in one Redis hold one
+// limit between them: five calls an hour to booking.list, spent on either,
+// and the sixth is refused on both with a retry time.
+func TestRateLimitAcrossReplicas(t *testing.T) {
+	needE2E(t)
+	redisURL := os.Getenv("CAPGATE_TEST_REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	// A label of this run's own: the count lives in Redis for an hour.
+	label := fmt.Sprintf("alice-%d", time.Now().UnixNano())
+	edit := func(cfg string) string {
+		cfg = strings.Replace(cfg, "user_id: alice}", "user_id: alice, label: "+label+"}", 1)
+		return cfg + fmt.Sprintf("limits:\n  redis_url: %s\n  capabilities:\n    booking.list: {rate: 5/h}\n", redisURL)
+	}
+	r1 := startHostWith(t, t.TempDir(), "{seed: demo}", edit)
+	if strings.Contains(r1.fullLog(), "Redis does not answer") {
+		if inCI() {
+			t.Fatalf("Redis at %s does not answer", redisURL)
+		}
+		t.Skipf("Redis at %s does not answer", redisURL)
+	}
+	r2 := startHostWith(t, t.TempDir(), "{seed: demo}", edit)
+	c := &mcpClient{http: &http.Client{Timeout: 30 * time.Second}}
+	for i, r := range []*host{r1, r2, r1, r2, r2} {
+		if _, err := c.mustCall(t, r, tokenAlice, "booking.list", map[string]any{}); err != nil {
+			t.Fatalf("call %d within the limit: %v", i+1, err)
+		}
+	}
+	for _, r := range []*host{r1, r2} {
+		o := c.call(r, tokenAlice, "booking.list", map[string]any{})
+		var e struct {
+			Data struct {
+				Step         string  `json:"step"`
+				RetryAfterMS float64 `json:"retry_after_ms"`
+			} `json:"data"`
+		}
+		if o.rpcErr == nil || json.Unmarshal(o.rpcErr, &e) != nil || e.Data.Step != "rate_limit" || e.Data.RetryAfterMS < 60_000 {
+			t.Errorf("sixth call: %s, want a rate_limit refusal with a retry time of minutes", o)
+		}
+	}
+	// Another token is counted apart, and other capabilities are not limited.
+	if _, err := c.mustCall(t, r1, tokenBob, "booking.list", map[string]any{}); err != nil {
+		t.Errorf("another token: %v", err)
+	}
+	if _, err := c.mustCall(t, r2, tokenAlice, "booking.resources", map[string]any{}); err != nil {
+		t.Errorf("an unlimited capability: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -42,6 +43,7 @@ type App struct {
 	idem    *idempotency.Store
 	gov     *governance
 	auth    *auth.Store
+	limiter dispatch.Limiter
 	// file is the configuration file (empty when the config was not read
 	// from one); reloads read it again.
 	file string
@@ -183,9 +185,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if off.ActionsOff {
 		log.Warn("kill switch: every action is off", "by", off.ChangedBy, "at", off.ChangedAt, "release", "capgate actions on -c FILE")
 	}
-	// Rate limits are counted in this process: each replica holds its own
-	// count of the calls it serves.
-	gate.UseLimiter(ratelimit.NewMemory())
+	limiter, err := openLimiter(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	gate.UseLimiter(limiter)
 	gate.UseIdempotency(dispatch.Idempotency{
 		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
 	})
@@ -216,7 +220,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Admin:           gov,
 		Logger:          log,
 	})
-	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, file: cfg.File}, nil
+	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, file: cfg.File}, nil
 }
 
 // idempotencyLeaseMargin is added to the request timeout for the lease an
@@ -326,6 +330,11 @@ func (a *App) stop() {
 	if err := a.gov.switches.Close(); err != nil {
 		a.log.Warn("closing the switches store", "err", err)
 	}
+	if c, ok := a.limiter.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			a.log.Warn("closing the rate-limit counter", "err", err)
+		}
+	}
 }
 
 // purge deletes expired idempotency records until ctx ends.
@@ -412,4 +421,29 @@ func checkDisabled(cfg *config.Config, reg *registry.Registry) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// openLimiter is where the rate limits are counted: in this process (each
+// replica its own calls), or in the Redis limits.redis_url names, which
+// replicas share. Redis unreachable at start-up is no reason not to
+// start: on_redis_error decides what its calls meet until it is back.
+func openLimiter(ctx context.Context, cfg *config.Config, log *slog.Logger) (dispatch.Limiter, error) {
+	c := cfg.LimitsCounter
+	if c.RedisURL == "" {
+		return ratelimit.NewMemory(), nil
+	}
+	r, err := ratelimit.NewRedis(c.RedisURL, ratelimit.RedisOptions{FailOpen: c.FailOpen, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("limits.redis_url: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := r.Ping(pctx); err != nil {
+		what := "calls a limit applies to are refused until it answers (limits.on_redis_error: refuse)"
+		if c.FailOpen {
+			what = "calls a limit applies to are admitted uncounted until it answers (limits.on_redis_error: allow)"
+		}
+		log.Warn("rate limits: Redis does not answer; "+what, "err", err)
+	}
+	return r, nil
 }

@@ -119,6 +119,7 @@ func restartOnly(run, file *config.Config) []string {
 		{"max_result_bytes", run.MaxResultBytes, file.MaxResultBytes}, {"http", run.HTTP, file.HTTP}, {"log", run.Log, file.Log},
 		{"search", run.Search, file.Search}, {"events", run.Events, file.Events}, {"database", run.Database, file.Database},
 		{"idempotency", run.Idempotency, file.Idempotency}, {"plugins", run.Plugins, file.Plugins},
+		{"limits.redis_url, limits.on_redis_error", run.LimitsCounter, file.LimitsCounter},
 	} {
 		if !reflect.DeepEqual(f.run, f.file) {
 			out = append(out, f.name)

@@ -99,10 +99,22 @@ type Config struct {
 	// DisabledCapabilities are switched off: refused and listed to no one.
 	DisabledCapabilities []string
 	// Limits are the rate limits per token.
-	Limits  dispatch.Limits
-	Plugins []Plugin
+	Limits dispatch.Limits
+	// LimitsCounter is where the limits are counted.
+	LimitsCounter LimitsCounter
+	Plugins       []Plugin
 	// File is the absolute path of the file loaded; empty after Parse.
 	File string
+}
+
+// LimitsCounter says where rate limits are counted: in each replica's
+// memory, or in a Redis all replicas share, so a limit holds across them.
+type LimitsCounter struct {
+	// RedisURL is limits.redis_url; empty counts in memory.
+	RedisURL string
+	// FailOpen admits calls uncounted while Redis cannot be reached
+	// (limits.on_redis_error: allow); the default refuses them.
+	FailOpen bool
 }
 
 // Token is one accepted bearer token. Only its hash is kept.

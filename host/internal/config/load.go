@@ -176,7 +176,7 @@ var (
 	searchKeys       = []string{"blocked_entities"}
 	eventsKeys       = []string{"nats_url", "stream"}
 	tokenKeys        = []string{"token", "token_sha256", "label", "role", "scope", "user_id"}
-	limitsKeys       = []string{"default", "per_token", "roles", "capabilities"}
+	limitsKeys       = []string{"default", "per_token", "roles", "capabilities", "redis_url", "on_redis_error"}
 	rateKeys         = []string{"rate", "burst"}
 	pluginKeys       = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "config"}
 )
@@ -335,7 +335,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	}
 	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}, Search: search}
 	cfg.DisabledCapabilities = l.capabilityNames("disabled_capabilities", sections["disabled_capabilities"])
-	cfg.Limits = l.limits(sections["limits"], roles)
+	cfg.Limits, cfg.LimitsCounter = l.limits(sections["limits"], roles)
 	l.resolveSettings(cfg)
 	cfg.Packs = map[string]bool{}
 	for _, name := range packNames {
@@ -1206,11 +1206,36 @@ func (l *loader) capabilityNames(path string, n *yaml.Node) []string {
 // limits reads the limits section: rates for every token's calls to each
 // capability (default, by role, by capability) and over all of them
 // (per_token).
-func (l *loader) limits(n *yaml.Node, roles map[string][]string) dispatch.Limits {
-	var out dispatch.Limits
+func (l *loader) limits(n *yaml.Node, roles map[string][]string) (dispatch.Limits, LimitsCounter) {
+	var (
+		out     dispatch.Limits
+		counter LimitsCounter
+	)
 	pairs, _ := l.mapping("limits", n)
 	for _, p := range pairs {
 		switch p.key {
+		case "redis_url":
+			u, ok := l.str(p.path, p.val)
+			if !ok || u == "" {
+				continue
+			}
+			if !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") {
+				l.addf(p.path, p.val.Line, "must be a redis:// or rediss:// URL")
+				continue
+			}
+			counter.RedisURL = u
+		case "on_redis_error":
+			v, ok := l.str(p.path, p.val)
+			if !ok {
+				continue
+			}
+			switch v {
+			case "refuse":
+			case "allow":
+				counter.FailOpen = true
+			default:
+				l.addf(p.path, p.val.Line, "must be refuse (calls a limit applies to are refused while Redis is unreachable) or allow (they are admitted uncounted), got %q", shorten(v))
+			}
 		case "default":
 			out.Default = l.rate(p.path, p.val)
 		case "per_token":
@@ -1243,7 +1268,10 @@ func (l *loader) limits(n *yaml.Node, roles map[string][]string) dispatch.Limits
 			l.unknown(p, limitsKeys)
 		}
 	}
-	return out
+	if counter.FailOpen && counter.RedisURL == "" {
+		l.addf("limits.on_redis_error", n.Line, "applies only with limits.redis_url")
+	}
+	return out, counter
 }
 
 // rate reads {rate: "10/s", burst: 20}; burst defaults to the rate's count.

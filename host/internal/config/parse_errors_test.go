@@ -341,8 +341,15 @@ func TestParseProblems(t *testing.T) {
 				`limits.roles.viewer.burst: must be from 1 to 1000000, got 0 (line 5)`,
 				`limits.capabilities.Booking: must be keyed by a capability name such as "booking.create", got "Booking" (line 6)`,
 				`limits.capabilities["booking.create"].every: unknown key; known keys are rate, burst (line 6)`,
-				`limits.total: unknown key; known keys are default, per_token, roles, capabilities (line 7)`,
+				`limits.total: unknown key; known keys are default, per_token, roles, capabilities, redis_url, on_redis_error (line 7)`,
 			}},
+		{"limits counter", "limits:\n  redis_url: http://cache:6379\n  on_redis_error: maybe\n",
+			nil, []string{
+				`limits.redis_url: must be a redis:// or rediss:// URL (line 2)`,
+				`limits.on_redis_error: must be refuse (calls a limit applies to are refused while Redis is unreachable) or allow (they are admitted uncounted), got "maybe" (line 3)`,
+			}},
+		{"on_redis_error without redis", "limits:\n  on_redis_error: allow\n",
+			nil, []string{`limits.on_redis_error: applies only with limits.redis_url (line 2)`}},
 
 		// Many problems at once come back together, in file order, with
 		// the environment's last.
