@@ -158,8 +158,15 @@ type ConfigureRequest struct {
 	// a plugin answers a larger one with a failure instead of sending it. 0
 	// means the host sets no limit of its own (gRPC's message limit remains).
 	MaxResultBytes uint64 `protobuf:"varint,7,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// check_only asks the plugin to check config_json and nothing more: it
+	// opens no store, connects to nothing, publishes nothing, and answers as
+	// a real Configure would refuse the block, or with success. data_dir is
+	// then a throwaway directory and host_broker_id is 0 (no host services).
+	// The host sends no Start and no call afterwards, and stops the process.
+	// It is sent only to plugins whose DescribeResponse says checks_config.
+	CheckOnly     bool `protobuf:"varint,8,opt,name=check_only,json=checkOnly,proto3" json:"check_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
@@ -232,6 +239,13 @@ func (x *ConfigureRequest) GetMaxResultBytes() uint64 {
 		return x.MaxResultBytes
 	}
 	return 0
+}
+
+func (x *ConfigureRequest) GetCheckOnly() bool {
+	if x != nil {
+		return x.CheckOnly
+	}
+	return false
 }
 
 type ConfigureResponse struct {
@@ -314,7 +328,12 @@ type DescribeResponse struct {
 	// entities are the catalogue entity types the plugin provides for search,
 	// e.g. "booking.resource". The host refuses start-up when one is blocked
 	// (personal or financial data) or already provided by another plugin.
-	Entities      []*EntityType `protobuf:"bytes,4,rep,name=entities,proto3" json:"entities,omitempty"`
+	Entities []*EntityType `protobuf:"bytes,4,rep,name=entities,proto3" json:"entities,omitempty"`
+	// checks_config says the plugin honours ConfigureRequest.check_only. A
+	// plugin that leaves it false (built before check_only existed) could
+	// only check its config by configuring itself, opening its stores, so
+	// `capgate validate` leaves its config block to `capgate serve`.
+	ChecksConfig  bool `protobuf:"varint,5,opt,name=checks_config,json=checksConfig,proto3" json:"checks_config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +394,13 @@ func (x *DescribeResponse) GetEntities() []*EntityType {
 		return x.Entities
 	}
 	return nil
+}
+
+func (x *DescribeResponse) GetChecksConfig() bool {
+	if x != nil {
+		return x.ChecksConfig
+	}
+	return false
 }
 
 // EntityType is one kind of catalogue record a plugin provides for search.
@@ -2267,7 +2293,7 @@ var File_capgate_v1_plugin_proto protoreflect.FileDescriptor
 const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x17capgate/v1/plugin.proto\x12\n" +
-	"capgate.v1\"\xfd\x01\n" +
+	"capgate.v1\"\x9c\x02\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x19\n" +
@@ -2276,14 +2302,17 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\fhost_version\x18\x04 \x01(\tR\vhostVersion\x12\x1f\n" +
 	"\vmax_results\x18\x05 \x01(\rR\n" +
 	"maxResults\x12(\n" +
-	"\x10max_result_bytes\x18\a \x01(\x04R\x0emaxResultBytesJ\x04\b\x06\x10\aR\x13llm_connection_slug\"\x13\n" +
+	"\x10max_result_bytes\x18\a \x01(\x04R\x0emaxResultBytes\x12\x1d\n" +
+	"\n" +
+	"check_only\x18\b \x01(\bR\tcheckOnlyJ\x04\b\x06\x10\aR\x13llm_connection_slug\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
-	"\x0fDescribeRequest\"\xb0\x01\n" +
+	"\x0fDescribeRequest\"\xd5\x01\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12:\n" +
 	"\fcapabilities\x18\x03 \x03(\v2\x16.capgate.v1.CapabilityR\fcapabilities\x122\n" +
-	"\bentities\x18\x04 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\"x\n" +
+	"\bentities\x18\x04 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\x12#\n" +
+	"\rchecks_config\x18\x05 \x01(\bR\fchecksConfig\"x\n" +
 	"\n" +
 	"EntityType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +

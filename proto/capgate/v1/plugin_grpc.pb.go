@@ -42,10 +42,13 @@ const (
 // PluginService is served by every plugin process.
 type PluginServiceClient interface {
 	// Configure is the first call after the handshake. It hands the plugin its
-	// config block and data directory; an error aborts host start-up.
+	// config block and data directory; an error aborts host start-up. When
+	// the host only checks a configuration (`capgate validate`), Describe
+	// comes first, and Configure follows with check_only set only if the
+	// description says checks_config.
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
 	// Describe returns what the plugin provides. The host validates it before
-	// any capability becomes callable.
+	// any capability becomes callable. It answers before Configure too.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
 	// Calls carries the calls the gate admitted, many at a time, over one
 	// long-lived stream the host opens after Describe. A call then costs one
@@ -144,10 +147,13 @@ func (c *pluginServiceClient) Record(ctx context.Context, in *RecordRequest, opt
 // PluginService is served by every plugin process.
 type PluginServiceServer interface {
 	// Configure is the first call after the handshake. It hands the plugin its
-	// config block and data directory; an error aborts host start-up.
+	// config block and data directory; an error aborts host start-up. When
+	// the host only checks a configuration (`capgate validate`), Describe
+	// comes first, and Configure follows with check_only set only if the
+	// description says checks_config.
 	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
 	// Describe returns what the plugin provides. The host validates it before
-	// any capability becomes callable.
+	// any capability becomes callable. It answers before Configure too.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
 	// Calls carries the calls the gate admitted, many at a time, over one
 	// long-lived stream the host opens after Describe. A call then costs one
