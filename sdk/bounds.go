@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // Every string, array and map in a capability's input is bounded in its
@@ -34,6 +36,11 @@ const (
 // in characters), minItems and maxItems (arrays), maxProperties (maps), and
 // minimum and maximum (numbers). A key that does not fit the field's type is
 // a declaration error: sdk.Add panics naming the field.
+//
+// The word sensitive, alone or among the pairs, marks a field whose value
+// the host's audit trail never keeps (it records "[redacted]" instead):
+//
+//	Password string `json:"password" capgate:"sensitive,maxLength=128"`
 const BoundsTag = "capgate"
 
 // boundInput declares the bounds of input schema s of Go type t: the
@@ -111,6 +118,13 @@ func hasType(s *jsonschema.Schema, typ string) bool {
 // applyBounds sets the bounds a BoundsTag value declares on s.
 func applyBounds(s *jsonschema.Schema, tag, path string) error {
 	for _, kv := range strings.Split(tag, ",") {
+		if strings.TrimSpace(kv) == "sensitive" {
+			if s.Extra == nil {
+				s.Extra = map[string]any{}
+			}
+			s.Extra[registry.SensitiveKeyword] = true
+			continue
+		}
 		key, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok || val == "" {
 			return fmt.Errorf("field %s: %s tag %q: want key=value pairs such as maxLength=100", path, BoundsTag, tag)
@@ -157,7 +171,7 @@ func applyBounds(s *jsonschema.Schema, tag, path string) error {
 				s.Maximum = &f
 			}
 		default:
-			return fmt.Errorf("field %s: unknown %s key %q (known: minLength, maxLength, minItems, maxItems, maxProperties, minimum, maximum)", path, BoundsTag, key)
+			return fmt.Errorf("field %s: unknown %s key %q (known: sensitive, minLength, maxLength, minItems, maxItems, maxProperties, minimum, maximum)", path, BoundsTag, key)
 		}
 		if err != nil {
 			return err

@@ -3,12 +3,14 @@ package sdk_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/capgate/capgate/internal/registry"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
 )
@@ -164,4 +166,39 @@ func addEcho[In any](p *sdk.Plugin) {
 		Name: "bounded.echo", Kind: sdk.Read, Pack: "bounded",
 		Handler: func(context.Context, sdk.Call, In) (boundedOut, error) { return boundedOut{}, nil },
 	})
+}
+
+type loginIn struct {
+	User     string            `json:"user" capgate:"maxLength=64"`
+	Password string            `json:"password" capgate:"sensitive,maxLength=128"`
+	Cards    []cardIn          `json:"cards,omitempty"`
+	Secrets  map[string]string `json:"secrets,omitempty" capgate:"sensitive"`
+}
+
+type cardIn struct {
+	Number string `json:"number" capgate:"maxLength=19,sensitive"`
+	Name   string `json:"name,omitempty"`
+}
+
+// TestSensitiveFields: a field tagged sensitive is marked in the input
+// schema, wherever it sits, and the host's registry reads the marks back
+// as the paths the audit trail redacts; its bounds still apply.
+func TestSensitiveFields(t *testing.T) {
+	in, _ := describeInput[loginIn, boundedOut](t)
+	if in.Properties["password"].Extra[registry.SensitiveKeyword] != true || *in.Properties["password"].MaxLength != 128 {
+		t.Errorf("password schema = %+v", in.Properties["password"])
+	}
+	if in.Properties["user"].Extra[registry.SensitiveKeyword] != nil {
+		t.Error("an untagged field is marked sensitive")
+	}
+	raw, _ := json.Marshal(in)
+	reg := registry.New([]string{"bounded"})
+	if err := reg.Add(registry.Capability{Name: "bounded.login", Kind: registry.Read, Pack: "bounded", Plugin: "bounded", InputSchema: raw}); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := reg.Lookup("bounded.login")
+	want := [][]string{{"cards", "*", "number"}, {"password"}, {"secrets"}}
+	if !reflect.DeepEqual(e.Sensitive, want) {
+		t.Errorf("Sensitive = %q, want %q", e.Sensitive, want)
+	}
 }

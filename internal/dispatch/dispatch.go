@@ -154,6 +154,10 @@ type Dispatcher struct {
 	policy  atomic.Pointer[compiledPolicy]
 	limiter Limiter      // nil: Limits are not enforced
 	idem    *Idempotency // nil: keys are not honoured
+	// auditor records every decision; nil records none. auditRequired
+	// refuses actions while it is not healthy.
+	auditor       Auditor
+	auditRequired bool
 }
 
 // compiledPolicy is a Policy in the form the steps read.
@@ -351,14 +355,26 @@ func (d *Dispatcher) Visible(p Principal) []*registry.Entry {
 }
 
 // Invoke is the gate: it runs every step, validates the arguments, and only
-// then calls the providing plugin.
+// then calls the providing plugin. With an auditor (UseAuditor) the
+// decision is recorded, and an internal failure comes back as an
+// *InternalError naming its record.
 func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args json.RawMessage) (json.RawMessage, error) {
+	if d.auditor != nil {
+		return d.audited(ctx, p, name, args)
+	}
+	return d.invoke(ctx, p, name, args)
+}
+
+func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args json.RawMessage) (json.RawMessage, error) {
 	e, ok := d.reg.Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownCapability, name)
 	}
 	pol := d.policy.Load()
 	if r := check(pol, p, &e.Capability); r != nil {
+		return nil, r
+	}
+	if r := d.auditDown(e); r != nil {
 		return nil, r
 	}
 	if r, err := d.limit(ctx, pol, p, e.Name); r != nil || err != nil {

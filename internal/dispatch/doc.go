@@ -15,11 +15,14 @@
 //  5. permission: the principal's role holds the capability's permission
 //     ("*" holds every permission, "booking.*" every one starting with
 //     "booking."); a capability that declares no permission needs none;
-//  6. rate limit: the token has calls left (Policy.Limits, counted by the
+//  6. audit: an action is refused while the audit trail cannot be
+//     written, when the operator asked for that (UseAuditor); reads carry
+//     on;
+//  7. rate limit: the token has calls left (Policy.Limits, counted by the
 //     Limiter given to UseLimiter): its rate for this capability, then its
 //     rate over all capabilities. A refusal says when to retry
 //     (Refusal.RetryAfter); a counter that cannot count refuses;
-//  7. ownership: for owner-guarded capabilities, the target belongs to the
+//  8. ownership: for owner-guarded capabilities, the target belongs to the
 //     caller (admin-scope principals bypass this step). Only the providing
 //     plugin knows who owns its records, so this step travels with the call
 //     (Request.CheckOwner): the plugin resolves the owner and refuses, with
@@ -35,7 +38,7 @@
 // or tool error) is kept; a repeat by the same user with the same key and
 // arguments gets that outcome and runs nothing, a repeat while the outcome
 // is unknown is told to wait, and a key reused for another call is
-// refused. A replay still passes steps 1 to 6; ownership is not asked again,
+// refused. A replay still passes steps 1 to 7; ownership is not asked again,
 // as the first call changed the target (a cancelled booking).
 //
 // Arguments are validated against the input schema after the steps that do
@@ -51,6 +54,12 @@
 // Dispatcher.Visible answer them alone, so a tools/list shows exactly the
 // capabilities a tools/call would admit before looking at arguments. A
 // rate limit hides nothing: what is over its limit now is callable later.
+//
+// With an Auditor (UseAuditor), every call leaves one Decision: who
+// called what, from where (Origin: the protocol, its request id, and for a
+// nested call the ID of the call that made it), with which arguments, and
+// what came of it. An internal failure then reaches the caller as an
+// *InternalError whose reference is its record's ID.
 //
 // The policy (packs, roles, switches, limits) can be replaced while
 // serving (Dispatcher.SetPolicy). Each call reads it once, so it is

@@ -92,6 +92,7 @@ var shapes = []shape{
 
 type combo struct {
 	kill      killState
+	auditDown bool // the audit trail cannot be written
 	limited   bool // the token has no call left to this capability
 	pack      packState
 	scope     dispatch.Scope
@@ -115,7 +116,11 @@ func (c combo) String() string {
 	if c.limited {
 		l = "limited"
 	}
-	return fmt.Sprintf("kill=%s/pack=%s/scope=%q/%s/perm=%s/%s/%s/target=%s/%s", c.kill, c.pack, c.scope, b, c.grant, l, c.shape.name, c.target, a)
+	au := "audit-up"
+	if c.auditDown {
+		au = "audit-down"
+	}
+	return fmt.Sprintf("kill=%s/pack=%s/scope=%q/%s/perm=%s/%s/%s/%s/target=%s/%s", c.kill, c.pack, c.scope, b, c.grant, au, l, c.shape.name, c.target, a)
 }
 
 // verdict is what the gate should do with a combination.
@@ -146,12 +151,14 @@ func oracle(c combo) verdict {
 		return verdict{outcome: "scope"}
 	case !c.grant.held(): // 5. the role holds the permission
 		return verdict{outcome: "permission"}
-	case c.limited: // 6. the rate limit, before the arguments are read
+	case c.auditDown && c.shape.action: // 6. actions need the audit trail
+		return verdict{outcome: "audit"}
+	case c.limited: // 7. the rate limit, before the arguments are read
 		return verdict{outcome: "rate_limit"}
 	case !c.argsValid: // arguments, before any plugin sees them
 		return verdict{outcome: "invalid-input"}
 	}
-	if c.shape.guarded && c.scope != dispatch.ScopeAdmin { // 7. ownership; admins bypass
+	if c.shape.guarded && c.scope != dispatch.ScopeAdmin { // 8. ownership; admins bypass
 		switch {
 		case c.target == targetMissing:
 			return verdict{outcome: "not-found", resolve: true}
@@ -188,10 +195,12 @@ func outcomeOf(err error) string {
 func combos() []combo {
 	var out []combo
 	for _, kill := range []killState{killNone, killActionsOff, killDisabled} {
-		for _, limited := range []bool{false, true} {
-			for _, c := range gateCombos() {
-				c.kill, c.limited = kill, limited
-				out = append(out, c)
+		for _, auditDown := range []bool{false, true} {
+			for _, limited := range []bool{false, true} {
+				for _, c := range gateCombos() {
+					c.kill, c.auditDown, c.limited = kill, auditDown, limited
+					out = append(out, c)
+				}
 			}
 		}
 	}
@@ -253,6 +262,9 @@ func TestGateMatrix(t *testing.T) {
 			} else {
 				d.UseLimiter(ratelimit.NewMemory())
 			}
+			a := &trail{}
+			a.down.Store(c.auditDown)
+			d.UseAuditor(a, true)
 			p := dispatch.Principal{Role: string(c.grant), Scope: c.scope, Token: "t1"}
 			if c.bound {
 				p.UserID = alice
@@ -267,6 +279,9 @@ func TestGateMatrix(t *testing.T) {
 			_, err = d.Invoke(context.Background(), p, c.shape.name, json.RawMessage(args))
 			if got := outcomeOf(err); got != want.outcome {
 				t.Fatalf("outcome %q (%v), want %q", got, err, want.outcome)
+			}
+			if recs := a.take(); len(recs) != 1 || (recs[0].Refusal != nil) != slices.Contains(append(slices.Clone(argumentIndependent), "audit", "rate_limit", "ownership"), want.outcome) {
+				t.Errorf("audit records %+v, want one, refused = %v", recs, recs != nil && recs[0].Refusal != nil)
 			}
 			resolved, invoked := dk.calls()
 			if (resolved > 0) != want.resolve || resolved > 1 {
@@ -295,7 +310,7 @@ func TestGateMatrix(t *testing.T) {
 		})
 	}
 	// The matrix must reach every outcome, or it is not testing the gate.
-	for _, o := range append(slices.Clone(argumentIndependent), "rate_limit", "ownership", "invalid-input", "not-found", "ok") {
+	for _, o := range append(slices.Clone(argumentIndependent), "audit", "rate_limit", "ownership", "invalid-input", "not-found", "ok") {
 		if seen[o] == 0 {
 			t.Errorf("no combination ends in %q", o)
 		}

@@ -75,6 +75,9 @@ type Entry struct {
 	// maxString is the most characters any string in valid arguments may
 	// have, or -1 when the schema leaves some string unbounded.
 	maxString int
+	// Sensitive are the argument paths the input schema marks with
+	// SensitiveKeyword: keys from the root, "*" for any element or member.
+	Sensitive [][]string
 }
 
 // NoArgs reports whether raw is an absent argument body: empty, blank, or
@@ -186,6 +189,7 @@ func (r *Registry) Add(c Capability) error {
 	e := &Entry{
 		Capability: c, input: in, output: out, inputFast: inFast, outputFast: outFast,
 		emptyErr: in.Validate(map[string]any{}), maxString: longestString(c.InputSchema),
+		Sensitive: sensitivePaths(c.InputSchema),
 	}
 	r.byName[c.Name] = e
 	i, _ := slices.BinarySearchFunc(r.ordered, c.Name, func(e *Entry, n string) int { return strings.Compare(e.Name, n) })

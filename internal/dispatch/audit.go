@@ -1,0 +1,153 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/capgate/capgate/internal/registry"
+)
+
+// StepAudit refuses actions while the audit trail cannot be written, when
+// the dispatcher was told to (UseAuditor).
+const StepAudit Step = "audit"
+
+// Origin says where a call came from, for the audit trail. Protocol
+// adapters set it (WithOrigin); the plugin host carries it, with the
+// parent's ID, into the nested calls a plugin makes.
+type Origin struct {
+	Protocol, ProtocolVersion string
+	// RequestID is the protocol's request id, as the caller sent it.
+	RequestID string
+	// ParentID is the audit ID of the call that made this nested call;
+	// empty for a call from a protocol adapter.
+	ParentID string
+}
+
+type originKey struct{}
+
+type callIDKey struct{}
+
+// WithOrigin returns ctx carrying o for the calls made with it.
+func WithOrigin(ctx context.Context, o Origin) context.Context {
+	return context.WithValue(ctx, originKey{}, o)
+}
+
+// OriginOf returns the Origin ctx carries, zero when none.
+func OriginOf(ctx context.Context) Origin {
+	o, _ := ctx.Value(originKey{}).(Origin)
+	return o
+}
+
+// CallID is the audit ID the gate gave the call a Provider is running
+// with ctx; empty when no auditor is in use.
+func CallID(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
+}
+
+// Decision is one call as the gate decided and ran it.
+type Decision struct {
+	// ID names the call (Auditor.NewID); its nested calls name it as their
+	// Origin.ParentID.
+	ID     string
+	Origin Origin
+	// Time is when the call reached the gate, Latency how long it took to
+	// its outcome.
+	Time      time.Time
+	Latency   time.Duration
+	Principal Principal
+	// Capability and Plugin name what was called; Plugin is empty when the
+	// capability does not exist.
+	Capability, Plugin string
+	// Args are the arguments as the caller sent them: unvalidated,
+	// possibly large. Sensitive lists the property paths ("*" for any
+	// element or member) whose values the trail must not keep.
+	Args      json.RawMessage
+	Sensitive [][]string
+	// Refusal is the gate's no; nil when the call was admitted.
+	Refusal *Refusal
+	// Err is the outcome of an admitted call: nil, a *ToolError, or an
+	// *InternalError.
+	Err error
+}
+
+// Auditor keeps the gate's decisions. The host's writes them to the audit
+// trail's store.
+type Auditor interface {
+	// NewID names a call before it runs.
+	NewID() string
+	// Record keeps d. It must not block the call: the trail is written
+	// behind it.
+	Record(d Decision)
+	// Healthy reports whether records are reaching the store.
+	Healthy() bool
+}
+
+// InternalError is a failure that is neither a refusal nor the caller's
+// to fix. Ref names it for the caller, who sees no more than that; the
+// same reference is in the audit trail and the host's log.
+type InternalError struct {
+	Ref string
+	Err error
+}
+
+func (e *InternalError) Error() string { return fmt.Sprintf("%v (reference %s)", e.Err, e.Ref) }
+
+func (e *InternalError) Unwrap() error { return e.Err }
+
+// UseAuditor makes the gate record every decision with a. With
+// refuseActions, actions are refused at StepAudit while a is not healthy;
+// reads carry on either way. Call it before serving.
+func (d *Dispatcher) UseAuditor(a Auditor, refuseActions bool) {
+	d.auditor, d.auditRequired = a, refuseActions
+}
+
+// audited runs one call through the gate and records its decision.
+func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args json.RawMessage) (json.RawMessage, error) {
+	start := time.Now()
+	id := d.auditor.NewID()
+	ctx = context.WithValue(ctx, callIDKey{}, id)
+	res, err := d.invoke(ctx, p, name, args)
+	dec := Decision{
+		ID: id, Origin: OriginOf(ctx), Time: start, Latency: time.Since(start), Principal: p,
+		Capability: name, Args: args,
+	}
+	if e, ok := d.reg.Lookup(name); ok {
+		dec.Plugin, dec.Sensitive = e.Plugin, e.Sensitive
+	}
+	var (
+		r  *Refusal
+		te *ToolError
+	)
+	switch {
+	case err == nil:
+	case errors.As(err, &r):
+		dec.Refusal = r
+	case errors.As(err, &te):
+		dec.Err = te
+	case errors.Is(err, ErrUnknownCapability):
+		dec.Refusal = &Refusal{Step: StepUnknown, Capability: name, Reason: "no plugin provides this capability"}
+	default:
+		err = &InternalError{Ref: id, Err: err}
+		dec.Err = err
+	}
+	d.auditor.Record(dec)
+	return res, err
+}
+
+// StepUnknown is how the audit trail records a call to a capability that
+// does not exist. The caller gets ErrUnknownCapability, not a refusal.
+const StepUnknown Step = "unknown_capability"
+
+// auditDown is the audit step: an action is refused while the trail
+// cannot be written, if the operator asked for that.
+func (d *Dispatcher) auditDown(e *registry.Entry) *Refusal {
+	if d.auditor == nil || !d.auditRequired || e.Kind != registry.Action || d.auditor.Healthy() {
+		return nil
+	}
+	return &Refusal{Step: StepAudit, Capability: e.Name,
+		Reason: "the audit trail cannot be written now, so actions are refused until it can; reads still work"}
+}
