@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"sync/atomic"
 )
 
@@ -38,13 +39,36 @@ type Configured[S any] struct {
 // plugin without options. build runs once, before any call; its error
 // stops the host's start-up with the message, so say which option is
 // wrong.
+//
+// When C has a method Check() error, it runs on the decoded block before
+// build, and its error stops start-up as build's does. `capgate validate`
+// runs the decoding and Check but never build, so put in Check every test
+// of the block that needs nothing opened (a value out of range, a name
+// that refers to nothing): validate then catches it without touching the
+// plugin's stores.
 func Configure[S, C any](p *Plugin, build func(ctx context.Context, env Env, cfg C) (*S, error)) *Configured[S] {
 	c := &Configured[S]{plugin: p.name}
-	p.OnConfigure(func(ctx context.Context, env Env) error {
+	decode := func(env Env) (C, error) {
 		var cfg C
 		env.markRead()
 		if err := decodeStrict(env.config, &cfg); err != nil {
-			return fmt.Errorf("%s config: %w", p.name, err)
+			return cfg, fmt.Errorf("%s config: %w", p.name, err)
+		}
+		if ch, ok := any(&cfg).(interface{ Check() error }); ok {
+			if err := ch.Check(); err != nil {
+				return cfg, err
+			}
+		}
+		return cfg, nil
+	}
+	checkers.Store(p, func(_ context.Context, env Env) error {
+		_, err := decode(env)
+		return err
+	})
+	p.OnConfigure(func(ctx context.Context, env Env) error {
+		cfg, err := decode(env)
+		if err != nil {
+			return err
 		}
 		s, err := build(ctx, env, cfg)
 		if err != nil {
@@ -57,6 +81,26 @@ func Configure[S, C any](p *Plugin, build func(ctx context.Context, env Env, cfg
 		return nil
 	})
 	return c
+}
+
+// checkers holds, for each plugin whose config Configure decodes, how to
+// check the block without building the service: the check-only
+// configuration of `capgate validate`. A plugin that sets OnConfigure
+// itself has none, as its function might open anything.
+var checkers sync.Map // *Plugin → func(context.Context, Env) error
+
+// checker returns how to check p's config block without configuring p:
+// Configure's decoding and Check, or, for a plugin that reads no config,
+// nothing (the unread-keys test follows). ok is false when only p's own
+// OnConfigure function could tell.
+func checker(p *Plugin) (check func(context.Context, Env) error, ok bool) {
+	if f, found := checkers.Load(p); found {
+		return f.(func(context.Context, Env) error), true
+	}
+	if p.configure == nil {
+		return func(context.Context, Env) error { return nil }, true
+	}
+	return nil, false
 }
 
 // Get returns the service Configure built, or an error naming the plugin

@@ -108,6 +108,9 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 	if s.configured {
 		return nil, status.Error(codes.FailedPrecondition, "plugin is already configured")
 	}
+	if req.CheckOnly {
+		return s.checkConfig(ctx, req)
+	}
 	if s.broker != nil && req.HostBrokerId != 0 {
 		// Dial lazily: the host serves its services on this stream id.
 		// Nested calls return results of up to the host's limit.
@@ -146,6 +149,32 @@ func (s *server) Configure(ctx context.Context, req *capgatev1.ConfigureRequest)
 	return &capgatev1.ConfigureResponse{}, nil
 }
 
+// checkConfig answers a check-only Configure (`capgate validate`): the
+// config block is decoded and checked as a real Configure would, and
+// nothing is built, opened or dialled. The plugin stays unconfigured, so
+// it serves no call and no Start.
+func (s *server) checkConfig(ctx context.Context, req *capgatev1.ConfigureRequest) (*capgatev1.ConfigureResponse, error) {
+	check, ok := checker(s.p)
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"plugin %s cannot check its config without configuring itself (it sets OnConfigure rather than using sdk.Configure)", s.p.name)
+	}
+	env := Env{
+		DataDir: req.DataDir, config: req.ConfigJson, read: new(atomic.Bool), Logger: s.p.logger,
+		HostVersion: req.HostVersion, MaxResults: int(req.MaxResults),
+	}
+	if env.MaxResults < 1 {
+		env.MaxResults = DefaultMaxResults
+	}
+	if err := check(ctx, env); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if keys := configKeys(req.ConfigJson); len(keys) > 0 && !env.read.Load() {
+		return nil, status.Error(codes.InvalidArgument, unreadConfig(keys).Error())
+	}
+	return &capgatev1.ConfigureResponse{}, nil
+}
+
 func (s *server) Start(ctx context.Context, req *capgatev1.StartRequest) (_ *capgatev1.StartResponse, err error) {
 	s.mu.Lock()
 	configured, started := s.configured, s.started
@@ -176,7 +205,9 @@ func (s *server) Describe(context.Context, *capgatev1.DescribeRequest) (*capgate
 	for i, t := range s.p.tools {
 		caps[i] = t.desc
 	}
-	return &capgatev1.DescribeResponse{Name: s.p.name, Version: s.p.version, Capabilities: caps, Entities: s.p.entities}, nil
+	_, checks := checker(s.p)
+	return &capgatev1.DescribeResponse{Name: s.p.name, Version: s.p.version, Capabilities: caps, Entities: s.p.entities,
+		ChecksConfig: checks}, nil
 }
 
 func (s *server) ready() error {
