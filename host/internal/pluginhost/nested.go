@@ -33,6 +33,9 @@ type inflight struct {
 type inflightCall struct {
 	principal dispatch.Principal
 	depth     int // 0 for a call from a protocol adapter
+	// origin is what the plugin's nested calls carry: the call's own
+	// origin, with the call as their parent in the audit trail.
+	origin dispatch.Origin
 }
 
 func (f *inflight) add(id string, c inflightCall) {
@@ -84,6 +87,7 @@ func (h hostService) Invoke(ctx context.Context, req *capgatev1.HostServiceInvok
 		return nil, err
 	}
 	ctx = context.WithValue(ctx, depthKey{}, parent.depth+1)
+	ctx = dispatch.WithOrigin(ctx, parent.origin)
 	res, err := (*g).Invoke(ctx, parent.principal, req.Capability, json.RawMessage(req.Arguments))
 	resp, rerr := pluginwire.NestedResponse(ctx, req.Capability, res, err)
 	if rerr != nil && status.Code(rerr) == codes.Internal {

@@ -38,7 +38,9 @@ func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessag
 	id := strconv.FormatUint(callSeq.Add(1), 36)
 	// While the call runs, the plugin may call back through the gate as the
 	// caller.
-	p.inflight.add(id, inflightCall{principal: r.Principal, depth: nestedDepth(ctx)})
+	origin := dispatch.OriginOf(ctx)
+	origin.ParentID = dispatch.CallID(ctx)
+	p.inflight.add(id, inflightCall{principal: r.Principal, depth: nestedDepth(ctx), origin: origin})
 	defer p.inflight.remove(id)
 	res, err := inst.calls.Invoke(ctx, id, r)
 	var (
