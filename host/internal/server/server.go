@@ -85,6 +85,9 @@ type Options struct {
 	// Admin serves the admin API (AdminActionsPath) to admin-scope
 	// tokens; nil serves none.
 	Admin Admin
+	// Audit serves the audit trail (AdminAuditPath) to admin-scope
+	// tokens; nil serves none.
+	Audit AuditReader
 	// Logger receives request logs (debug) and failures; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -160,6 +163,7 @@ func New(opts Options) *Server {
 	e.RouteNotFound(MCPPath, endpoint)
 	e.GET(AdminActionsPath, s.adminOnly(s.getActions))
 	e.PUT(AdminActionsPath, s.adminOnly(s.putActions))
+	e.GET(AdminAuditPath, s.auditOnly(s.getAudit))
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
 	e.GET(LivePath, s.live)
