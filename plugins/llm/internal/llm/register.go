@@ -32,11 +32,27 @@ type service struct {
 	log        *slog.Logger
 }
 
-// Register declares llm.ask and the configuration on p. The config block
-// is read raw: ParseConfig decodes it, naming the key path of every error
-// and never quoting api_key.
+// configBlock is the plugin's config block, kept raw: ParseConfig decodes
+// it, naming the key path of every error and never quoting api_key. As
+// its Check, ParseConfig also runs on its own when the host only checks
+// the configuration (capgate validate), so a connection naming no
+// connections[].slug is caught there too.
+type configBlock struct{ raw json.RawMessage }
+
+func (b *configBlock) UnmarshalJSON(data []byte) error {
+	b.raw = append(json.RawMessage(nil), data...)
+	return nil
+}
+
+// Check is ParseConfig's verdict on the block.
+func (b *configBlock) Check() error {
+	_, _, err := ParseConfig(b.raw)
+	return err
+}
+
+// Register declares llm.ask and the configuration on p.
 func Register(p *sdk.Plugin, opts Options) {
-	svc := sdk.Configure(p, func(_ context.Context, env sdk.Env, raw json.RawMessage) (*service, error) {
+	svc := sdk.Configure(p, func(_ context.Context, env sdk.Env, cfg configBlock) (*service, error) {
 		log := opts.Logger
 		if log == nil && env.Logger != nil {
 			log = env.Logger
@@ -44,7 +60,7 @@ func Register(p *sdk.Plugin, opts Options) {
 		if log == nil {
 			log = p.Logger()
 		}
-		conn, all, err := ParseConfig(raw)
+		conn, all, err := ParseConfig(cfg.raw)
 		if err != nil {
 			return nil, err
 		}
