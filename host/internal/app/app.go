@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/config"
@@ -44,6 +45,9 @@ type App struct {
 	gov     *governance
 	auth    *auth.Store
 	limiter dispatch.Limiter
+	aud     *auditor
+	// auditStore is the trail's store, closed after the writer drains.
+	auditStore audit.Store
 	// file is the configuration file (empty when the config was not read
 	// from one); reloads read it again.
 	file string
@@ -102,6 +106,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	defer func() {
 		if err != nil {
 			_ = sw.Close()
+		}
+	}()
+	aud, auditStore, err := openAudit(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = aud.close(context.Background())
+			_ = auditStore.Close()
 		}
 	}()
 	// The shared kill switch as it stands now, before anything serves.
@@ -176,7 +190,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	if err := checkDisabled(cfg, reg); err != nil {
 		return nil, err
 	}
-	gov := &governance{switches: sw, log: log, cfg: cfg, off: off}
+	gov := &governance{switches: sw, log: log, cfg: cfg, off: off, aud: aud}
 	gate, err := dispatch.New(reg, gov.policy(), providers)
 	if err != nil {
 		return nil, err
@@ -190,6 +204,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		return nil, err
 	}
 	gate.UseLimiter(limiter)
+	gate.UseAuditor(aud, cfg.Audit.RefuseActions)
 	gate.UseIdempotency(dispatch.Idempotency{
 		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
 	})
@@ -220,13 +235,17 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Admin:           gov,
 		Logger:          log,
 	})
-	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, file: cfg.File}, nil
+	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File}, nil
 }
 
 // idempotencyLeaseMargin is added to the request timeout for the lease an
 // idempotent call holds its key with: a call ends by its deadline, and its
 // outcome is recorded right after.
 const idempotencyLeaseMargin = 30 * time.Second
+
+// auditDrain bounds how long a stopping host waits for the audit trail's
+// queued records to reach the store.
+const auditDrain = 10 * time.Second
 
 // purgeEvery is how often expired idempotency records are deleted.
 const purgeEvery = 10 * time.Minute
@@ -329,6 +348,16 @@ func (a *App) stop() {
 	}
 	if err := a.gov.switches.Close(); err != nil {
 		a.log.Warn("closing the switches store", "err", err)
+	}
+	// The plugins have stopped, so no call is left to record: write what
+	// is queued, then close the store.
+	dctx, cancel := context.WithTimeout(context.Background(), auditDrain)
+	if err := a.aud.close(dctx); err != nil {
+		a.log.Warn("audit: closing the trail", "err", err)
+	}
+	cancel()
+	if err := a.auditStore.Close(); err != nil {
+		a.log.Warn("audit: closing the store", "err", err)
 	}
 	if c, ok := a.limiter.(io.Closer); ok {
 		if err := c.Close(); err != nil {

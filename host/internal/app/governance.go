@@ -19,6 +19,7 @@ type governance struct {
 	gate     *dispatch.Dispatcher
 	switches *switches.Store
 	log      *slog.Logger
+	aud      *auditor
 
 	mu  sync.Mutex
 	cfg *config.Config
@@ -66,6 +67,11 @@ func (g *governance) Actions() server.ActionsState {
 // applies it here at once rather than at the next poll.
 func (g *governance) SetActions(ctx context.Context, enabled bool, by string) (server.ActionsState, error) {
 	st, err := g.switches.SetActionsOff(ctx, !enabled, by)
+	what := "actions on"
+	if !enabled {
+		what = "actions off"
+	}
+	g.aud.event("capgate.actions", by, err, what)
 	if err != nil {
 		return server.ActionsState{}, fmt.Errorf("kill switch: %w", err)
 	}

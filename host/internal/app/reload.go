@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/capgate/capgate/host/internal/config"
@@ -41,6 +42,7 @@ func (a *App) Reload() (applied []string, err error) {
 		err = checkDisabled(next, a.gate.Registry())
 	}
 	if err != nil {
+		a.aud.event("capgate.config_reload", "config file", err, "reload refused")
 		a.log.Error("config reload refused; the running configuration stays", "file", a.file)
 		var ce *config.Error
 		if errors.As(err, &ce) {
@@ -72,6 +74,7 @@ func (a *App) Reload() (applied []string, err error) {
 	a.auth.Replace(merged.Tokens)
 	a.cfg = &merged
 	a.log.Info("config reloaded", "file", a.file, "changed", applied)
+	a.aud.event("capgate.config_reload", "config file", nil, "changed: "+strings.Join(append([]string{}, applied...), ", "))
 	return applied, nil
 }
 
@@ -119,7 +122,7 @@ func restartOnly(run, file *config.Config) []string {
 		{"max_result_bytes", run.MaxResultBytes, file.MaxResultBytes}, {"http", run.HTTP, file.HTTP}, {"log", run.Log, file.Log},
 		{"search", run.Search, file.Search}, {"events", run.Events, file.Events}, {"database", run.Database, file.Database},
 		{"idempotency", run.Idempotency, file.Idempotency}, {"plugins", run.Plugins, file.Plugins},
-		{"limits.redis_url, limits.on_redis_error", run.LimitsCounter, file.LimitsCounter},
+		{"limits.redis_url, limits.on_redis_error", run.LimitsCounter, file.LimitsCounter}, {"audit", run.Audit, file.Audit},
 	} {
 		if !reflect.DeepEqual(f.run, f.file) {
 			out = append(out, f.name)

@@ -93,6 +93,7 @@ type Config struct {
 	Events         Events
 	Database       Database
 	Idempotency    Idempotency
+	Audit          Audit
 	// ActionsEnabled is false when the operator has switched every action
 	// off (the kill switch); reads carry on.
 	ActionsEnabled bool
@@ -179,6 +180,16 @@ type Database struct {
 type Idempotency struct {
 	// Retention is how long an outcome is replayed for a repeated key.
 	Retention time.Duration
+}
+
+// Audit configures the audit trail of the gate's decisions, kept in the
+// host's database (database.dsn, or SQLite in data_dir).
+type Audit struct {
+	// Retention is how long records are kept.
+	Retention time.Duration
+	// RefuseActions refuses actions while records cannot be written
+	// (audit.on_unavailable: refuse_actions, the default); reads carry on.
+	RefuseActions bool
 }
 
 // Log configures the host's slog handler.

@@ -145,6 +145,8 @@ var Settings = []Setting{
 	{Key: "events.stream", Default: "CAPGATE_EVENTS", kind: kindString, def: "CAPGATE_EVENTS"},
 	{Key: "database.dsn", Default: "", kind: kindString, def: ""},
 	{Key: "idempotency.retention", Default: "24h", kind: kindDuration, def: "24h"},
+	{Key: "audit.retention", Default: "720h", kind: kindDuration, def: "720h"},
+	{Key: "audit.on_unavailable", Default: "refuse_actions", kind: kindString, def: "refuse_actions"},
 }
 
 // DefaultHTTPMaxInFlight is http.max_in_flight's default: with the default
@@ -167,10 +169,11 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
+	auditKeys        = []string{"retention", "on_unavailable"}
 	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
 	logKeys          = []string{"level", "format"}
 	searchKeys       = []string{"blocked_entities"}
@@ -318,6 +321,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	l.scalarSection("events", sections["events"], eventsKeys)
 	l.scalarSection("database", sections["database"], databaseKeys)
 	l.scalarSection("idempotency", sections["idempotency"], idempotencyKeys)
+	l.scalarSection("audit", sections["audit"], auditKeys)
 	packNames := l.filePacks(sections["packs"])
 	roles := l.roles(sections["roles"])
 
@@ -583,6 +587,16 @@ func (l *loader) resolveSettings(cfg *Config) {
 	cfg.HTTP.RequestTimeout = positive("http.request_timeout")
 	cfg.HTTP.ShutdownTimeout = positive("http.shutdown_timeout")
 	cfg.Idempotency.Retention = positive("idempotency.retention")
+	cfg.Audit.Retention = positive("audit.retention")
+	if v, src, ok := get("audit.on_unavailable"); ok {
+		switch v.(string) {
+		case "refuse_actions":
+			cfg.Audit.RefuseActions = true
+		case "allow":
+		default:
+			l.addAt("audit.on_unavailable", src, "must be refuse_actions (actions are refused while the audit trail cannot be written; reads carry on) or allow (calls carry on unrecorded), got %q", shorten(v.(string)))
+		}
+	}
 	if v, src, ok := get("database.dsn"); ok {
 		cfg.Database.DSN = v.(string)
 		if msg := checkDSN(cfg.Database.DSN); msg != "" {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -347,6 +347,12 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{
 				`limits.redis_url: must be a redis:// or rediss:// URL (line 2)`,
 				`limits.on_redis_error: must be refuse (calls a limit applies to are refused while Redis is unreachable) or allow (they are admitted uncounted), got "maybe" (line 3)`,
+			}},
+		{"audit", "audit:\n  retention: 0s\n  on_unavailable: ignore\n  size: 1\n",
+			nil, []string{
+				`audit.retention: must be greater than zero, got 0s (line 2)`,
+				`audit.on_unavailable: must be refuse_actions (actions are refused while the audit trail cannot be written; reads carry on) or allow (calls carry on unrecorded), got "ignore" (line 3)`,
+				`audit.size: unknown key; known keys are retention, on_unavailable (line 4)`,
 			}},
 		{"on_redis_error without redis", "limits:\n  on_redis_error: allow\n",
 			nil, []string{`limits.on_redis_error: applies only with limits.redis_url (line 2)`}},

@@ -126,6 +126,8 @@ func (c *call) batch(body, out []byte) (int, []byte) {
 // message of a batch starts from the HTTP request's context again.
 func (c *call) request(m *message, out []byte) (int, []byte) {
 	defer func(ctx context.Context) { c.ctx = ctx }(c.ctx)
+	// The audit trail names the protocol and the request each call came in.
+	c.ctx = dispatch.WithOrigin(c.ctx, dispatch.Origin{Protocol: "mcp", ProtocolVersion: c.ver.String(), RequestID: requestID(m.id)})
 	meth := lookupMethod(m.method)
 	var ps params
 	if !parseParams(m.params, &ps) {
@@ -451,7 +453,12 @@ func (c *call) refused(id []byte, refusal *dispatch.Refusal, out []byte) []byte 
 // caller's to fix, under a fresh correlation id, and returns what the agent
 // may read about it: what happened and the reference, never the cause.
 func (c *call) internalFailure(name string, err error) string {
+	// The gate names the failure after its audit record when it keeps one.
 	ref := correlationID()
+	var ie *dispatch.InternalError
+	if errors.As(err, &ie) {
+		ref, err = ie.Ref, ie.Err
+	}
 	attrs := []slog.Attr{slog.String("correlation_id", ref), slog.String("capability", name), slog.String("error", err.Error())}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -476,6 +483,19 @@ func (c *call) errorResult(id []byte, msg string, out []byte) []byte {
 	out = appendString(out, msg)
 	out = append(out, `}],"isError":true`...)
 	return c.closeResult(out, false)
+}
+
+// maxRequestIDBytes bounds the request id the audit trail is given: a
+// JSON-RPC id is the caller's to choose.
+const maxRequestIDBytes = 128
+
+// requestID is a JSON-RPC id as the audit trail keeps it: its JSON text
+// (a string keeps its quotes, so "1" and 1 stay apart), cut to a bound.
+func requestID(raw []byte) string {
+	if len(raw) > maxRequestIDBytes {
+		raw = raw[:maxRequestIDBytes]
+	}
+	return string(raw)
 }
 
 // correlationID names one failure in the log and in the agent's

@@ -1,0 +1,121 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/capgate/capgate/host/internal/audit"
+	"github.com/capgate/capgate/host/internal/config"
+	"github.com/capgate/capgate/internal/dispatch"
+)
+
+// auditor writes the gate's decisions to the audit trail: dispatch's
+// Auditor over an audit.Writer, which batches them to the store behind
+// the calls.
+type auditor struct {
+	w   *audit.Writer
+	log *slog.Logger
+	// dropped counts records the writer refused since the last line saying
+	// so, logged at most every dropLogEvery.
+	dropped   atomic.Int64
+	dropSince atomic.Int64
+}
+
+var _ dispatch.Auditor = (*auditor)(nil)
+
+const dropLogEvery = 10 * time.Second
+
+// openAudit opens the trail's store on the host's database and starts
+// its writer.
+func openAudit(ctx context.Context, cfg *config.Config, log *slog.Logger) (*auditor, audit.Store, error) {
+	store, err := audit.Open(ctx, cfg.Database.DSN, cfg.DataDir, audit.WithLog(log))
+	if err != nil {
+		return nil, nil, fmt.Errorf("database.dsn: audit trail: %w", err)
+	}
+	w, err := audit.NewWriter(store, audit.WriterConfig{Retention: cfg.Audit.Retention, Log: log})
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, fmt.Errorf("audit: %w", err)
+	}
+	return &auditor{w: w, log: log}, store, nil
+}
+
+func (a *auditor) NewID() string { return audit.NewID(time.Now()) }
+
+func (a *auditor) Healthy() bool { return a.w.Healthy() }
+
+// Record implements dispatch.Auditor.
+func (a *auditor) Record(d dispatch.Decision) {
+	paths := make([]audit.Path, len(d.Sensitive))
+	for i, p := range d.Sensitive {
+		paths[i] = p
+	}
+	r := audit.Record{
+		ID: d.ID, ParentID: d.Origin.ParentID, Time: d.Time, Latency: d.Latency,
+		RequestID: d.Origin.RequestID, Protocol: d.Origin.Protocol, ProtocolVersion: d.Origin.ProtocolVersion,
+		TokenLabel: d.Principal.Token, Role: d.Principal.Role, Scope: string(d.Principal.Scope), UserID: d.Principal.UserID,
+		Capability: d.Capability, Plugin: d.Plugin,
+		Args: audit.Redact(d.Args, paths, 0),
+	}
+	var (
+		te *dispatch.ToolError
+		ie *dispatch.InternalError
+	)
+	switch {
+	case d.Refusal != nil:
+		r.Decision, r.Step, r.Reason = audit.Refused, string(d.Refusal.Step), d.Refusal.Reason
+	case d.Err == nil:
+		r.Decision, r.Outcome = audit.Admitted, audit.OutcomeOK
+	case errors.As(d.Err, &te):
+		r.Decision, r.Outcome, r.ErrorCode = audit.Admitted, audit.OutcomeToolError, toolErrorCode(te.Code)
+	case errors.As(d.Err, &ie):
+		r.Decision, r.Outcome, r.ErrorRef = audit.Admitted, audit.OutcomeInternalError, ie.Ref
+	default:
+		r.Decision, r.Outcome, r.ErrorRef = audit.Admitted, audit.OutcomeInternalError, d.ID
+	}
+	a.write(r)
+}
+
+// event records something the operator did to the host itself (a reload,
+// the kill switch), as a record of a capgate.* name no plugin can take.
+func (a *auditor) event(name, by string, err error, what string) {
+	r := audit.Record{ID: audit.NewID(time.Now()), Time: time.Now(), Capability: name, TokenLabel: by, Reason: what,
+		Decision: audit.Admitted, Outcome: audit.OutcomeOK, Protocol: "host"}
+	if err != nil {
+		r.Decision, r.Outcome, r.Step, r.Reason = audit.Refused, "", "config", what+": "+err.Error()
+	}
+	a.write(r)
+}
+
+func (a *auditor) write(r audit.Record) {
+	if err := a.w.Write(r); err != nil {
+		n := a.dropped.Add(1)
+		now := time.Now().UnixNano()
+		if last := a.dropSince.Load(); now-last >= int64(dropLogEvery) && a.dropSince.CompareAndSwap(last, now) {
+			a.dropped.Add(-n)
+			a.log.Warn("audit: records not kept", "records", n, "why", err.Error())
+		}
+	}
+}
+
+// close writes what is queued, for at most the shutdown's time.
+func (a *auditor) close(ctx context.Context) error { return a.w.Close(ctx) }
+
+func toolErrorCode(c dispatch.ToolErrorCode) string {
+	switch c {
+	case dispatch.InvalidInput:
+		return "invalid_input"
+	case dispatch.NotFound:
+		return "not_found"
+	case dispatch.Conflict:
+		return "conflict"
+	case dispatch.Unavailable:
+		return "unavailable"
+	}
+	return strings.ToLower(fmt.Sprintf("code_%d", c))
+}
