@@ -9,6 +9,9 @@ import (
 // GreetIn is hello.greet's input.
 type GreetIn struct {
 	Name string `json:"name" jsonschema:"who to greet"`
+	// Passphrase is never used: it is there to show the audit trail
+	// redacting a field marked sensitive.
+	Passphrase string `json:"passphrase,omitempty" capgate:"sensitive,maxLength=64" jsonschema:"unused"`
 }
 
 // GreetOut is hello.greet's output.
