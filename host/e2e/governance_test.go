@@ -2,18 +2,22 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/capgate/capgate/host/internal/audit"
 )
 
 // adminActions calls the kill switch of h's admin API: GET, or PUT with
@@ -315,5 +319,60 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 	}
 	if _, err := c.mustCall(t, r2, tokenAlice, "booking.resources", map[string]any{}); err != nil {
 		t.Errorf("an unlimited capability: %v", err)
+	}
+}
+
+// auditFlushWindow is the most time from a call's answer to its audit
+// record being in the database, as the audit package documents it on a
+// database that accepts writes (flush interval 200 ms), with a margin.
+const auditFlushWindow = 600 * time.Millisecond
+
+// TestAuditSurvivesKill9: every call answered more than the flush window
+// before the host is killed with SIGKILL has its audit record in the
+// database, on SQLite and on PostgreSQL.
+func TestAuditSurvivesKill9(t *testing.T) {
+	needE2E(t)
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			dsn := ""
+			var edit func(string) string
+			if engine == "postgres" {
+				dsn = postgresBackend(t).dsn
+				edit = func(cfg string) string { return cfg + fmt.Sprintf("database: {dsn: %q}\n", dsn) }
+			}
+			dir := t.TempDir()
+			h := startHostWith(t, dir, "{seed: demo}", edit)
+			c := &mcpClient{http: &http.Client{Timeout: 30 * time.Second}}
+			const calls = 60
+			for i := range calls {
+				if _, err := c.mustCall(t, h, tokenAlice, "booking.resources", map[string]any{}); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			time.Sleep(auditFlushWindow)
+			h.killed = true
+			if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-h.done
+
+			store, err := audit.Open(context.Background(), dsn, filepath.Join(dir, "data"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			page, err := store.Query(context.Background(), audit.Filter{Capability: "booking.resources", Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(page.Records); n != calls {
+				t.Fatalf("%d records of %d answered calls after kill -9", n, calls)
+			}
+			for _, r := range page.Records {
+				if r.Decision != audit.Admitted || r.Outcome != audit.OutcomeOK || r.TokenLabel != "tokens-0" {
+					t.Fatalf("record %+v", r)
+				}
+			}
+		})
 	}
 }
