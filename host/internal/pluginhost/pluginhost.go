@@ -190,37 +190,98 @@ type instance struct {
 // launch starts one process of the plugin and takes it through configure
 // and describe to an open call stream.
 func (p *Plugin) launch(ctx context.Context) (_ *instance, _ *capgatev1.DescribeResponse, err error) {
+	inst, wc, dataDir, err := p.spawn()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			inst.kill()
+		}
+	}()
+	s, opts := p.spec, p.opts
+
+	// The back channel for host services, served for the process's lifetime.
+	hostID := wc.Broker.NextId()
+	hostSrv := make(chan *grpc.Server, 1)
+	go wc.Broker.AcceptAndServe(hostID, func(o []grpc.ServerOption) *grpc.Server {
+		srv := grpc.NewServer(o...)
+		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, self: p, svc: p.svc})
+		hostSrv <- srv
+		return srv
+	})
+	inst.stopHost = func() {
+		select {
+		case srv := <-hostSrv:
+			srv.Stop()
+		default:
+		}
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+	if _, err := inst.rpc.Configure(cctx, p.configureRequest(dataDir, hostID)); err != nil {
+		return nil, nil, fmt.Errorf("configure: %s", pluginwire.StatusMessage(err))
+	}
+	d, err := inst.rpc.Describe(cctx, &capgatev1.DescribeRequest{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe: %s", pluginwire.StatusMessage(err))
+	}
+	// Lives until the process is stopped, so not bound to the start context.
+	if inst.calls, err = pluginwire.OpenCalls(context.WithoutCancel(ctx), inst.rpc); err != nil {
+		return nil, nil, fmt.Errorf("open call stream: %s", pluginwire.StatusMessage(err))
+	}
+	return inst, d, nil
+}
+
+// configureRequest is the Configure the plugin's process gets: its config
+// block and data directory, and the host's settings.
+func (p *Plugin) configureRequest(dataDir string, hostID uint32) *capgatev1.ConfigureRequest {
+	cfg := p.spec.Config
+	if len(cfg) == 0 {
+		cfg = json.RawMessage("{}")
+	}
+	return &capgatev1.ConfigureRequest{
+		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: p.opts.HostVersion,
+		MaxResults:     uint32(max(p.opts.MaxResults, 0)),
+		MaxResultBytes: uint64(p.opts.MaxResultBytes),
+	}
+}
+
+// spawn checks the binary, starts one process of the plugin in its data
+// directory and completes the handshake, up to a dispensed client.
+func (p *Plugin) spawn() (_ *instance, _ *pluginwire.Client, dataDir string, err error) {
 	s, opts := p.spec, p.opts
 	path, err := filepath.Abs(s.Path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("path %q: %w", s.Path, err)
+		return nil, nil, "", fmt.Errorf("path %q: %w", s.Path, err)
 	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil, nil, fmt.Errorf("binary %s does not exist (build it with `make build`, or fix the path)", path)
+		return nil, nil, "", fmt.Errorf("binary %s does not exist (build it with `make build`, or fix the path)", path)
 	case err != nil:
-		return nil, nil, fmt.Errorf("binary %s: %w", path, err)
+		return nil, nil, "", fmt.Errorf("binary %s: %w", path, err)
 	case fi.IsDir():
-		return nil, nil, fmt.Errorf("binary %s is a directory", path)
+		return nil, nil, "", fmt.Errorf("binary %s is a directory", path)
 	case fi.Mode()&0o111 == 0:
-		return nil, nil, fmt.Errorf("binary %s is not executable", path)
+		return nil, nil, "", fmt.Errorf("binary %s is not executable", path)
 	}
 	var secure *plugin.SecureConfig
 	if s.SHA256 != "" {
 		sum, err := hex.DecodeString(s.SHA256)
 		if err != nil || len(sum) != sha256.Size {
-			return nil, nil, fmt.Errorf("sha256 %q is not a hex SHA-256 digest", s.SHA256)
+			return nil, nil, "", fmt.Errorf("sha256 %q is not a hex SHA-256 digest", s.SHA256)
 		}
 		secure = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
-	dataDir := filepath.Join(opts.DataDir, "plugins", s.Name)
+	dataDir = filepath.Join(opts.DataDir, "plugins", s.Name)
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
-		return nil, nil, fmt.Errorf("create data dir: %w", err)
+		return nil, nil, "", fmt.Errorf("create data dir: %w", err)
 	}
 	dataDir, err = filepath.Abs(dataDir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("data dir: %w", err)
+		return nil, nil, "", fmt.Errorf("data dir: %w", err)
 	}
 
 	cmd := exec.Command(path)
@@ -252,60 +313,21 @@ func (p *Plugin) launch(ctx context.Context) (_ *instance, _ *capgatev1.Describe
 	var rpcClient plugin.ClientProtocol
 	onSpawnThread(func() { rpcClient, err = client.Client() })
 	if err != nil {
-		return nil, nil, fmt.Errorf("start %s: %w", path, explainStart(err))
+		return nil, nil, "", fmt.Errorf("start %s: %w", path, explainStart(err))
 	}
 	if rc := client.ReattachConfig(); rc != nil {
 		inst.pid = rc.Pid
 	}
 	if v := client.NegotiatedVersion(); v != capgatev1.ProtocolVersion {
-		return nil, nil, fmt.Errorf("speaks plugin protocol %d, this host speaks %d", v, capgatev1.ProtocolVersion)
+		return nil, nil, "", fmt.Errorf("speaks plugin protocol %d, this host speaks %d", v, capgatev1.ProtocolVersion)
 	}
 	raw, err := rpcClient.Dispense(capgatev1.PluginName)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dispense: %w", err)
+		return nil, nil, "", fmt.Errorf("dispense: %w", err)
 	}
 	wc := raw.(*pluginwire.Client)
 	inst.rpc = wc.PluginServiceClient
-
-	// The back channel for host services, served for the process's lifetime.
-	hostID := wc.Broker.NextId()
-	hostSrv := make(chan *grpc.Server, 1)
-	go wc.Broker.AcceptAndServe(hostID, func(o []grpc.ServerOption) *grpc.Server {
-		srv := grpc.NewServer(o...)
-		capgatev1.RegisterHostServiceServer(srv, hostService{plugin: s.Name, self: p, svc: p.svc})
-		hostSrv <- srv
-		return srv
-	})
-	inst.stopHost = func() {
-		select {
-		case srv := <-hostSrv:
-			srv.Stop()
-		default:
-		}
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
-	defer cancel()
-	cfg := s.Config
-	if len(cfg) == 0 {
-		cfg = json.RawMessage("{}")
-	}
-	if _, err := inst.rpc.Configure(cctx, &capgatev1.ConfigureRequest{
-		ConfigJson: cfg, DataDir: dataDir, HostBrokerId: hostID, HostVersion: opts.HostVersion,
-		MaxResults:     uint32(max(opts.MaxResults, 0)),
-		MaxResultBytes: uint64(opts.MaxResultBytes),
-	}); err != nil {
-		return nil, nil, fmt.Errorf("configure: %s", pluginwire.StatusMessage(err))
-	}
-	d, err := inst.rpc.Describe(cctx, &capgatev1.DescribeRequest{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("describe: %s", pluginwire.StatusMessage(err))
-	}
-	// Lives until the process is stopped, so not bound to the start context.
-	if inst.calls, err = pluginwire.OpenCalls(context.WithoutCancel(ctx), inst.rpc); err != nil {
-		return nil, nil, fmt.Errorf("open call stream: %s", pluginwire.StatusMessage(err))
-	}
-	return inst, d, nil
+	return inst, wc, dataDir, nil
 }
 
 // kill ends the process: go-plugin asks it to shut down gracefully and
@@ -329,14 +351,21 @@ func (inst *instance) kill() {
 // names the plugin and the capability.
 func (h *Host) Register(reg *registry.Registry) error {
 	for _, p := range h.plugins {
-		for _, c := range p.describe.Capabilities {
-			rc, err := pluginwire.Capability(c, p.spec.Name)
-			if err == nil {
-				err = reg.Add(rc)
-			}
-			if err != nil {
-				return fmt.Errorf("%s: plugin %q declares an invalid capability: %w", p.spec.where(), p.spec.Name, err)
-			}
+		if err := registerCapabilities(reg, p.spec, p.describe); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func registerCapabilities(reg *registry.Registry, s Spec, d *capgatev1.DescribeResponse) error {
+	for _, c := range d.Capabilities {
+		rc, err := pluginwire.Capability(c, s.Name)
+		if err == nil {
+			err = reg.Add(rc)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: plugin %q declares an invalid capability: %w", s.where(), s.Name, err)
 		}
 	}
 	return nil
@@ -347,10 +376,17 @@ func (h *Host) Register(reg *registry.Registry) error {
 // plugin's config path, the plugin and the type named.
 func (h *Host) RegisterEntities(c *catalogue.Catalogue) error {
 	for _, p := range h.plugins {
-		for _, e := range p.describe.Entities {
-			if err := c.Add(p.spec.Name, e.Name); err != nil {
-				return fmt.Errorf("%s: %w", p.spec.where(), err)
-			}
+		if err := registerEntities(c, p.spec, p.describe); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func registerEntities(c *catalogue.Catalogue, s Spec, d *capgatev1.DescribeResponse) error {
+	for _, e := range d.Entities {
+		if err := c.Add(s.Name, e.Name); err != nil {
+			return fmt.Errorf("%s: %w", s.where(), err)
 		}
 	}
 	return nil
