@@ -104,28 +104,6 @@ func configFlag(name string, args []string, stderr io.Writer) (string, bool) {
 	return *path, true
 }
 
-func validate(args []string, stdout, stderr io.Writer) int {
-	path, ok := configFlag("validate", args, stderr)
-	if !ok {
-		return 2
-	}
-	cfg, err := config.Load(path)
-	if err == nil {
-		err = cfg.CheckFiles()
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	for i, p := range cfg.Plugins {
-		for _, name := range p.EnvMissing {
-			fmt.Fprintf(stderr, "warning: plugins[%d].env: %s is not set here, so plugin %q would start without it\n", i, name, p.Name)
-		}
-	}
-	fmt.Fprintf(stdout, "%s: ok (%s, %s)\n", path, count(len(cfg.Tokens), "token"), count(len(cfg.Plugins), "plugin"))
-	return 0
-}
-
 func count(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
