@@ -204,7 +204,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		return nil, err
 	}
 	gate.UseLimiter(limiter)
-	gate.UseAuditor(aud, cfg.Audit.RefuseActions)
+	if cfg.Audit.Enabled {
+		gate.UseAuditor(aud, cfg.Audit.RefuseActions)
+	} else {
+		log.Warn("audit trail off (audit.enabled: false): no decision of the gate is recorded")
+	}
 	gate.UseIdempotency(dispatch.Idempotency{
 		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
 	})

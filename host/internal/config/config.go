@@ -185,6 +185,9 @@ type Idempotency struct {
 // Audit configures the audit trail of the gate's decisions, kept in the
 // host's database (database.dsn, or SQLite in data_dir).
 type Audit struct {
+	// Enabled is false when the operator runs without a trail
+	// (audit.enabled: false): no decision is recorded.
+	Enabled bool
 	// Retention is how long records are kept.
 	Retention time.Duration
 	// RefuseActions refuses actions while records cannot be written

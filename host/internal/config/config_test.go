@@ -32,7 +32,7 @@ func defaults() *Config {
 		Log:              Log{Level: slog.LevelInfo, Format: "text"},
 		Events:           Events{Stream: "CAPGATE_EVENTS"},
 		Idempotency:      Idempotency{Retention: 24 * time.Hour},
-		Audit:            Audit{Retention: 720 * time.Hour, RefuseActions: true},
+		Audit:            Audit{Enabled: true, Retention: 720 * time.Hour, RefuseActions: true},
 		ActionsEnabled:   true,
 	}
 }
@@ -155,7 +155,7 @@ plugins:
 		MaxResultBytes:   65536,
 		Database:         Database{DSN: "postgres://capgate@db.example:5432/capgate"},
 		Idempotency:      Idempotency{Retention: 2 * time.Hour},
-		Audit:            Audit{Retention: 720 * time.Hour, RefuseActions: true},
+		Audit:            Audit{Enabled: true, Retention: 720 * time.Hour, RefuseActions: true},
 		ActionsEnabled:   true,
 		HTTP: HTTP{
 			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second, MaxInFlight: 64,
@@ -221,6 +221,7 @@ log: {level: error, format: text}
 		{"CAPGATE_HTTP_MAX_IN_FLIGHT", "7", func(c *Config) bool { return c.HTTP.MaxInFlight == 7 }},
 		{"CAPGATE_DATABASE_DSN", "postgresql://u:p@h/db", func(c *Config) bool { return c.Database.DSN == "postgresql://u:p@h/db" }},
 		{"CAPGATE_IDEMPOTENCY_RETENTION", "90m", func(c *Config) bool { return c.Idempotency.Retention == 90*time.Minute }},
+		{"CAPGATE_AUDIT_ENABLED", "false", func(c *Config) bool { return !c.Audit.Enabled }},
 		{"CAPGATE_AUDIT_RETENTION", "48h", func(c *Config) bool { return c.Audit.Retention == 48*time.Hour }},
 		{"CAPGATE_AUDIT_ON_UNAVAILABLE", "allow", func(c *Config) bool { return !c.Audit.RefuseActions }},
 		{"CAPGATE_ACTIONS_ENABLED", "false", func(c *Config) bool { return !c.ActionsEnabled && c.Policy().ActionsOff }},

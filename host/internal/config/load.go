@@ -145,6 +145,7 @@ var Settings = []Setting{
 	{Key: "events.stream", Default: "CAPGATE_EVENTS", kind: kindString, def: "CAPGATE_EVENTS"},
 	{Key: "database.dsn", Default: "", kind: kindString, def: ""},
 	{Key: "idempotency.retention", Default: "24h", kind: kindDuration, def: "24h"},
+	{Key: "audit.enabled", Default: "true", kind: kindBool, def: true},
 	{Key: "audit.retention", Default: "720h", kind: kindDuration, def: "720h"},
 	{Key: "audit.on_unavailable", Default: "refuse_actions", kind: kindString, def: "refuse_actions"},
 }
@@ -173,7 +174,7 @@ var (
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
-	auditKeys        = []string{"retention", "on_unavailable"}
+	auditKeys        = []string{"enabled", "retention", "on_unavailable"}
 	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
 	logKeys          = []string{"level", "format"}
 	searchKeys       = []string{"blocked_entities"}
@@ -588,6 +589,9 @@ func (l *loader) resolveSettings(cfg *Config) {
 	cfg.HTTP.ShutdownTimeout = positive("http.shutdown_timeout")
 	cfg.Idempotency.Retention = positive("idempotency.retention")
 	cfg.Audit.Retention = positive("audit.retention")
+	if v, _, ok := get("audit.enabled"); ok {
+		cfg.Audit.Enabled = v.(bool)
+	}
 	if v, src, ok := get("audit.on_unavailable"); ok {
 		switch v.(string) {
 		case "refuse_actions":

@@ -352,7 +352,7 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{
 				`audit.retention: must be greater than zero, got 0s (line 2)`,
 				`audit.on_unavailable: must be refuse_actions (actions are refused while the audit trail cannot be written; reads carry on) or allow (calls carry on unrecorded), got "ignore" (line 3)`,
-				`audit.size: unknown key; known keys are retention, on_unavailable (line 4)`,
+				`audit.size: unknown key; known keys are enabled, retention, on_unavailable (line 4)`,
 			}},
 		{"on_redis_error without redis", "limits:\n  on_redis_error: allow\n",
 			nil, []string{`limits.on_redis_error: applies only with limits.redis_url (line 2)`}},
