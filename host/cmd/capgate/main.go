@@ -8,6 +8,8 @@
 //	capgate token new           print a fresh bearer token and its token_sha256
 //	capgate actions off|on|status -c FILE
 //	                            throw, release or show the kill switch
+//	capgate audit -c FILE [-since T] [-json] [-follow] ...
+//	                            print or follow the audit trail
 //	capgate health [-url URL] [-c FILE]
 //	                            probe a running host's /healthz (exit 0 on 200)
 //	capgate version             print the build version
@@ -48,6 +50,12 @@ Usage:
                               stop every action on every replica sharing
                               FILE's database (reads keep working), start
                               them again, or show the switch
+  capgate audit -c FILE [-since T] [-until T] [-token LABEL] [-user ID]
+        [-capability NAME] [-decision admitted|refused] [-step STEP]
+        [-request ID] [-limit N] [-json] [-follow]
+                              print the newest audit records (-limit, default
+                              50) that match, or -follow them as they arrive;
+                              T is RFC 3339 or a time ago (30m, 1h, 7d)
   capgate health [-url URL] [-c FILE]
                               probe a running host's /healthz: exit 0 on 200,
                               1 when a plugin died or nothing answers; it
@@ -79,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return health(args[1:], stdout, stderr)
 	case "actions":
 		return actions(args[1:], stdout, stderr)
+	case "audit":
+		return readAudit(args[1:], stdout, stderr)
 	case "version", "-v", "--version":
 		fmt.Fprintln(stdout, "capgate", version)
 		return 0
