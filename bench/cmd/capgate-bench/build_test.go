@@ -30,7 +30,10 @@ var testBinaries = map[string]struct {
 	capgateBin:       {repoRoot, []string{"build"}, "./host/cmd/capgate"},
 	helloPluginBin:   {repoRoot, []string{"build"}, "./host/internal/app/testdata/plugins/hello"},
 	bookingPluginBin: {repoRoot, []string{"build"}, "./plugins/booking"},
-	searchFloorBin:   {repoRoot, []string{"test", "-c"}, "./plugins/search/internal/index"},
+	searchPluginBin:  {repoRoot, []string{"build"}, "./plugins/search"},
+	// The synthetic plugin is this module's own.
+	syntheticPluginBin: {"../..", []string{"build"}, "./plugins/synthetic"},
+	searchFloorBin:     {repoRoot, []string{"test", "-c"}, "./plugins/search/internal/index"},
 }
 
 // built holds the binaries built so far, in one directory per test run.
@@ -90,15 +93,18 @@ func buildBinaries(t *testing.T, names ...string) string {
 }
 
 // validate checks cfg with "capgate validate", the host's own check of a
-// configuration file (unknown keys and wrong values are problems), after
-// putting an empty executable wherever a plugin path names a missing file.
+// configuration file (unknown keys and wrong values are problems), which
+// starts each plugin to have it check its own config block: a plugin path
+// naming a missing file gets the real plugin of that name, built here.
 // It returns the YAML that was checked.
 func validate(t *testing.T, cfg capgateConfig) []byte {
 	t.Helper()
 	bin := buildBinaries(t, capgateBin)
 	for _, p := range cfg.Plugins {
 		if _, err := os.Stat(p.Path); os.IsNotExist(err) {
-			if err := os.WriteFile(p.Path, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			name := filepath.Base(p.Path)
+			dir := buildBinaries(t, name)
+			if err := os.Symlink(filepath.Join(dir, name), p.Path); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -45,6 +45,9 @@ type capgateConfig struct {
 	Plugins []pluginConfig      `yaml:"plugins"`
 	// Events is set by the replicas rows only (replicas.go).
 	Events *eventsConfig `yaml:"events,omitempty"`
+	// Audit and Limits are the governance the capgate rows run with.
+	Audit  *auditConfig  `yaml:"audit,omitempty"`
+	Limits *limitsConfig `yaml:"limits,omitempty"`
 }
 
 type tokenConfig struct {
@@ -60,8 +63,26 @@ type pluginConfig struct {
 	Config map[string]any `yaml:"config,omitempty"`
 }
 
-// benchConfig returns the configuration capgate-bench runs capgate with.
-// The booking plugin is configured only when withBooking is set.
+type auditConfig struct {
+	Enabled bool `yaml:"enabled"`
+}
+
+type limitsConfig struct {
+	Default rateConfig `yaml:"default"`
+}
+
+type rateConfig struct {
+	Rate string `yaml:"rate"`
+}
+
+// benchLimit is the rate limit the governed rows count every call
+// against: counted, never reached.
+const benchLimit = "1000000/s"
+
+// benchConfig returns the configuration capgate-bench runs capgate with:
+// governed as an operator would run it, every call audited (the default)
+// and counted against an in-memory rate limit. The booking plugin is
+// configured only when withBooking is set.
 func benchConfig(binDir, dataDir, listen string, withBooking bool) capgateConfig {
 	c := capgateConfig{
 		Enabled: true,
@@ -77,12 +98,20 @@ func benchConfig(binDir, dataDir, listen string, withBooking bool) capgateConfig
 		Plugins: []pluginConfig{
 			{Name: "hello", Path: filepath.Join(binDir, helloPluginBin)},
 		},
+		Limits: &limitsConfig{Default: rateConfig{Rate: benchLimit}},
 	}
 	if withBooking {
 		c.Plugins = append(c.Plugins, pluginConfig{
 			Name: "booking", Path: filepath.Join(binDir, bookingPluginBin), Config: map[string]any{"seed": "demo"},
 		})
 	}
+	return c
+}
+
+// ungoverned is c without the audit trail and the rate limits: the row
+// the governed ones are compared with.
+func ungoverned(c capgateConfig) capgateConfig {
+	c.Audit, c.Limits = &auditConfig{Enabled: false}, nil
 	return c
 }
 
@@ -106,13 +135,17 @@ func (p *capgateProc) mcpURL() string { return p.base + capgatePath }
 // startCapgate writes a config under workDir and starts capgate from binDir,
 // with the hello plugin and, when withBooking is set, the booking plugin. It
 // returns once /healthz answers 200.
-func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool, timeout time.Duration) (*capgateProc, error) {
+func startCapgate(ctx context.Context, binDir, workDir string, withBooking, governed bool, timeout time.Duration) (*capgateProc, error) {
 	bins := []string{capgateBin, helloPluginBin}
 	if withBooking {
 		bins = append(bins, bookingPluginBin)
 	}
 	return startCapgateWith(ctx, binDir, workDir, bins, func(abs, dataDir, listen string) capgateConfig {
-		return benchConfig(abs, dataDir, listen, withBooking)
+		c := benchConfig(abs, dataDir, listen, withBooking)
+		if !governed {
+			c = ungoverned(c)
+		}
+		return c
 	}, timeout)
 }
 
