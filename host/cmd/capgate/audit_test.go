@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -565,5 +566,88 @@ func TestParseAgo(t *testing.T) {
 		if got, err := parseAgo(s); err == nil {
 			t.Errorf("parseAgo(%q) = %v; want an error", s, got)
 		}
+	}
+}
+
+// execSQLite runs statement on the SQLite trail in dataDir, beside the
+// command's own handle, to break or mend its table.
+func execSQLite(t *testing.T, dataDir, statement string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dataDir, audit.FileName)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(statement); err != nil {
+		t.Fatalf("%s: %v", statement, err)
+	}
+}
+
+// TestAuditQueryFails: a store that opens but cannot be read is exit 1
+// saying so.
+func TestAuditQueryFails(t *testing.T) {
+	cfg, dataDir := sqliteTrail(t)
+	execSQLite(t, dataDir, "DROP TABLE audit_records")
+	for _, follow := range []bool{false, true} {
+		args := []string{"-c", cfg}
+		if follow {
+			args = append(args, "-follow")
+		}
+		code, out, errOut := runAuditCmd(args...)
+		if code != 1 || !strings.Contains(errOut, "read the audit trail") || strings.Contains(out, "r1") {
+			t.Fatalf("follow %v: exit %d, stdout %q, stderr %q; want 1 and the failure", follow, code, out, errOut)
+		}
+	}
+}
+
+// TestAuditFollowOutlivesAFailure: a store failing while followed is
+// reported once and read again when it recovers, missing nothing.
+func TestAuditFollowOutlivesAFailure(t *testing.T) {
+	cfg, dataDir := sqliteTrail(t)
+	f := startFollow(t, "-c", cfg, "-json", "-limit", "1")
+	f.waitFor(t, "r6")
+	execSQLite(t, dataDir, "ALTER TABLE audit_records RENAME TO audit_records_away")
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(f.errOut.String(), "reading the audit trail failed, retrying") {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr %q; want the failure reported", f.errOut.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	execSQLite(t, dataDir, "ALTER TABLE audit_records_away RENAME TO audit_records")
+	appendTrail(t, "", dataDir, []audit.Record{{RequestID: "r7", Capability: "booking.read", Decision: audit.Admitted, Outcome: audit.OutcomeOK}})
+	f.waitFor(t, "r6", "r7")
+	if code := f.stop(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	errOut := f.errOut.String()
+	if strings.Count(errOut, "failed, retrying") != 1 || !strings.Contains(errOut, "reading the audit trail again") {
+		t.Fatalf("stderr %q; want the failure once, then the recovery", errOut)
+	}
+}
+
+// TestAuditWriteFails: output that cannot be written is exit 1, following
+// or not.
+func TestAuditWriteFails(t *testing.T) {
+	cfg, _ := sqliteTrail(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	w.Close()
+	for _, args := range [][]string{{"-c", cfg}, {"-c", cfg, "-json", "-follow"}} {
+		var errOut bytes.Buffer
+		if code := runAudit(context.Background(), args, w, &errOut, auditNow, time.Millisecond); code != 1 || !strings.Contains(errOut.String(), "capgate: write:") {
+			t.Fatalf("%v: exit %d, stderr %q; want 1 and the write error", args, code, errOut.String())
+		}
+	}
+}
+
+// TestAuditHelp: -h lists the flags.
+func TestAuditHelp(t *testing.T) {
+	code, _, errOut := runAuditCmd("-h")
+	if code != 2 || !strings.Contains(errOut, "usage: capgate audit") || !strings.Contains(errOut, "-follow") || !strings.Contains(errOut, "7d") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
