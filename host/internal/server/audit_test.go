@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/audit"
+	"github.com/capgate/capgate/sdk/pgtest"
 )
 
 // auditT0 is where the test trail starts: far from any real clock.
@@ -44,7 +45,14 @@ func auditTrail() []audit.Record {
 // cleanup, and the Seq of each record by request id.
 func auditStore(t *testing.T) (audit.Store, map[string]int64) {
 	t.Helper()
-	st, err := audit.Open(context.Background(), "", t.TempDir())
+	return auditStoreAt(t, "", t.TempDir())
+}
+
+// auditStoreAt is auditStore on the store at dsn (PostgreSQL) or in
+// dataDir (SQLite).
+func auditStoreAt(t *testing.T, dsn, dataDir string) (audit.Store, map[string]int64) {
+	t.Helper()
+	st, err := audit.Open(context.Background(), dsn, dataDir)
 	if err != nil {
 		t.Fatalf("open audit store: %v", err)
 	}
@@ -153,7 +161,12 @@ func TestAuditAccess(t *testing.T) {
 // TestAuditFilters: each parameter selects what audit.Filter does, in the
 // order asked for.
 func TestAuditFilters(t *testing.T) {
-	st, seq := auditStore(t)
+	t.Run("sqlite", func(t *testing.T) { testAuditFilters(t, "", t.TempDir()) })
+	t.Run("postgres", func(t *testing.T) { testAuditFilters(t, pgtest.SchemaDSN(t), "") })
+}
+
+func testAuditFilters(t *testing.T, dsn, dataDir string) {
+	st, seq := auditStoreAt(t, dsn, dataDir)
 	srv := newFixture(t, func(o *Options) { o.Audit = st }).srv
 	at := func(m int) string { return auditT0.Add(time.Duration(m) * time.Minute).Format(time.RFC3339) }
 	for _, tc := range []struct {
