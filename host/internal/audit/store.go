@@ -143,6 +143,13 @@ type dialect struct {
 	lock string
 	// deleteBefore deletes at most $2 records older than $1.
 	deleteBefore string
+	// oneRowInserts appends a batch as one prepared single-row INSERT run
+	// per record. SQLite resolves each $N of a statement by a linear
+	// search over the names before it, so parsing a multi-row INSERT of a
+	// 500-record batch (10,000 parameters) took more CPU than the calls it
+	// recorded; a prepared row is parsed once. PostgreSQL, a round trip
+	// away, takes the batch in few statements instead.
+	oneRowInserts bool
 }
 
 // sqliteTimeLayout keeps instants to the microsecond in fixed width, so
@@ -151,7 +158,8 @@ const sqliteTimeLayout = "2006-01-02T15:04:05.000000Z"
 
 var (
 	sqliteDialect = dialect{
-		time: func(t time.Time) any { return t.UTC().Format(sqliteTimeLayout) },
+		time:          func(t time.Time) any { return t.UTC().Format(sqliteTimeLayout) },
+		oneRowInserts: true,
 		// SQLite holds the write lock for the whole statement.
 		deleteBefore: `DELETE FROM audit_records WHERE seq IN
 			(SELECT seq FROM audit_records WHERE time < $1 LIMIT $2)`,
@@ -323,6 +331,25 @@ func (s *sqlStore) insert(ctx context.Context, tx *sql.Tx, rs []Record) error {
 			return fmt.Errorf("take append lock: %w", err)
 		}
 	}
+	if s.d.oneRowInserts {
+		stmt, err := tx.PrepareContext(ctx, insertOneRow)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		// Each row's statement runs without the batch's deadline: the
+		// SQLite driver starts a goroutine per statement to watch a
+		// context that can end, which cost more than the insert. The
+		// transaction's begin and commit keep the deadline, and SQLite's
+		// busy timeout bounds any wait for its lock in between.
+		rowCtx := context.WithoutCancel(ctx)
+		for _, r := range rs {
+			if _, err := stmt.ExecContext(rowCtx, s.rowArgs(r)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for len(rs) > 0 {
 		n := min(len(rs), insertRows)
 		var q strings.Builder
@@ -340,13 +367,7 @@ func (s *sqlStore) insert(ctx context.Context, tx *sql.Tx, rs []Record) error {
 				q.WriteString("$" + strconv.Itoa(i*numColumns+c+1))
 			}
 			q.WriteByte(')')
-			var a any
-			if len(r.Args) > 0 {
-				a = string(r.Args)
-			}
-			args = append(args, r.ID, r.ParentID, s.d.time(r.Time), r.RequestID, r.Protocol, r.ProtocolVersion,
-				r.TokenLabel, r.Role, r.Scope, r.UserID, r.Capability, r.Plugin, a, string(r.Decision), r.Step,
-				r.Reason, string(r.Outcome), r.ErrorCode, r.ErrorRef, int64(r.Latency))
+			args = append(args, s.rowArgs(r)...)
 		}
 		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 			return err
@@ -354,6 +375,31 @@ func (s *sqlStore) insert(ctx context.Context, tx *sql.Tx, rs []Record) error {
 		rs = rs[n:]
 	}
 	return nil
+}
+
+// insertOneRow is the single-row INSERT of oneRowInserts.
+var insertOneRow = func() string {
+	var q strings.Builder
+	q.WriteString("INSERT INTO audit_records (" + columns + ") VALUES (")
+	for c := range numColumns {
+		if c > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("$" + strconv.Itoa(c+1))
+	}
+	q.WriteByte(')')
+	return q.String()
+}()
+
+// rowArgs are r's values in the order of columns.
+func (s *sqlStore) rowArgs(r Record) []any {
+	var a any
+	if len(r.Args) > 0 {
+		a = string(r.Args)
+	}
+	return []any{r.ID, r.ParentID, s.d.time(r.Time), r.RequestID, r.Protocol, r.ProtocolVersion,
+		r.TokenLabel, r.Role, r.Scope, r.UserID, r.Capability, r.Plugin, a, string(r.Decision), r.Step,
+		r.Reason, string(r.Outcome), r.ErrorCode, r.ErrorRef, int64(r.Latency)}
 }
 
 func (s *sqlStore) Query(ctx context.Context, f Filter) (Page, error) {
