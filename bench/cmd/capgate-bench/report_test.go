@@ -77,6 +77,23 @@ func TestBookingLine(t *testing.T) {
 	}
 }
 
+// TestGovernanceLine: the governed row against the ungoverned one, by
+// round, against the 5% target.
+func TestGovernanceLine(t *testing.T) {
+	runs := func(rps ...float64) *row {
+		r := &row{}
+		for _, x := range rps {
+			r.runs = append(r.runs, &result{rps: x, requests: 100, checked: 100})
+		}
+		return r
+	}
+	pass := governanceLine(map[string]*row{keyCapgate: runs(96, 95, 90), keyUngoverned: runs(100, 100, 100)}, allKeys)
+	fail := governanceLine(map[string]*row{keyCapgate: runs(94, 95, 90), keyUngoverned: runs(100, 100, 100)}, allKeys)
+	if !strings.HasPrefix(pass, "PASS  governance costs ≤ 5%") || !strings.Contains(pass, "0.96, 0.95, 0.90, median 0.95×") || !strings.HasPrefix(fail, "FAIL") {
+		t.Errorf("lines:\n%s\n%s", pass, fail)
+	}
+}
+
 func TestThousands(t *testing.T) {
 	for f, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 65432.6: "65,433", 1234567: "1,234,567"} {
 		if got := thousands(f); got != want {
