@@ -113,6 +113,26 @@ func TestKillSwitchAcrossReplicas(t *testing.T) {
 		t.Errorf("GET on the other replica: %d %v", code, out)
 	}
 
+	// The switch is a record of the shared audit trail, read from either
+	// replica's admin API.
+	req, _ := http.NewRequest(http.MethodGet, r2.base+"/api/v1/admin/audit?capability=capgate.actions", nil)
+	req.Header.Set("Authorization", "Bearer "+tokenAdmin)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		var page struct {
+			Records []struct {
+				TokenLabel string `json:"token_label"`
+				Reason     string `json:"reason"`
+			} `json:"records"`
+		}
+		err := json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || len(page.Records) != 1 || page.Records[0].TokenLabel != "tokens-5" || page.Records[0].Reason != "actions off" {
+			t.Errorf("the audit trail of the switch: %d %+v (%v)", resp.StatusCode, page, err)
+		}
+	}
+
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(binaries(t).host, "actions", "on", "-c", r2.config)
 	cmd.Env, cmd.Stdout, cmd.Stderr = hostEnv(), &stdout, &stderr

@@ -237,6 +237,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Auth:            tokens,
 		Health:          pluginHealth(plugins),
 		Admin:           gov,
+		Audit:           auditStore,
 		Logger:          log,
 	})
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File}, nil

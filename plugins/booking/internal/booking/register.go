@@ -36,6 +36,19 @@ type Config struct {
 	DSN string `json:"dsn"`
 }
 
+// Check refuses a block the plugin could not start with, opening nothing:
+// the SDK runs it before the service is built, and capgate validate runs
+// it alone.
+func (c Config) Check() error {
+	if c.Seed != "" && c.Seed != SeedDemo {
+		return fmt.Errorf("booking config: seed %q is unknown; use %q or leave it out", c.Seed, SeedDemo)
+	}
+	if _, err := sqlstore.Engine(c.DSN); err != nil {
+		return fmt.Errorf("booking config: %w", err)
+	}
+	return nil
+}
+
 // openStore opens the store cfg.DSN names; see Config.DSN.
 func openStore(ctx context.Context, cfg Config, env sdk.Env) (store.Store, error) {
 	return sqlstore.Open(ctx, sqlstore.Target{Name: "booking", DSN: cfg.DSN, DataDir: env.DataDir, File: DBFile},
@@ -65,9 +78,6 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		f(&o)
 	}
 	svc := sdk.Configure(p, func(ctx context.Context, env sdk.Env, cfg Config) (*Service, error) {
-		if cfg.Seed != "" && cfg.Seed != SeedDemo {
-			return nil, fmt.Errorf("booking config: seed %q is unknown; use %q or leave it out", cfg.Seed, SeedDemo)
-		}
 		st, err := openStore(ctx, cfg, env)
 		if err != nil {
 			return nil, err

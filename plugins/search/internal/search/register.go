@@ -51,6 +51,14 @@ func (cfg Config) queryTimeout() (time.Duration, error) {
 	return d, nil
 }
 
+// Check refuses a block the plugin could not start with, opening nothing:
+// the SDK runs it before the service is built, and capgate validate runs
+// it alone.
+func (cfg Config) Check() error {
+	_, err := cfg.queryTimeout()
+	return err
+}
+
 // Option adjusts Register.
 type Option func(*options)
 
