@@ -89,6 +89,21 @@ func TestValidate(t *testing.T) {
 			want:    []string{`plugins[0].config: plugin "booking" refuses it: booking config: json: unknown field "sed"`, "1 problem"},
 		},
 		{
+			name: "values the plugins check without opening anything",
+			plugins: []string{
+				`{name: booking, path: BIN_booking, config: {seed: lots}}`,
+				`{name: subscription, path: BIN_subscription, config: {dsn: "mysql://db/x"}}`,
+				`{name: search, path: BIN_search, config: {query_timeout: soon}}`,
+			},
+			code: 1,
+			want: []string{
+				`plugins[0].config: plugin "booking" refuses it: booking config: seed "lots" is unknown; use "demo" or leave it out`,
+				`plugins[1].config: plugin "subscription" refuses it: subscription config: dsn must be a postgres:// or postgresql:// URL`,
+				`plugins[2].config: plugin "search" refuses it: search config: query_timeout: "soon" is not a positive Go duration`,
+				"3 problems",
+			},
+		},
+		{
 			name:    "an llm connection naming no connection",
 			plugins: []string{`{name: llm, path: BIN_llm, config: {connection: remote, connections: [{slug: local, kind: openai, base_url: "http://127.0.0.1:1/v1", model: m}]}}`},
 			code:    1,
