@@ -20,11 +20,6 @@ import (
 // event watchers miss.
 const ConfigPollInterval = 2 * time.Second
 
-// Reloadable names the settings a reload applies while serving. Every
-// other setting is read at start-up only; a reload that changes one says
-// so and leaves it as it was.
-var Reloadable = []string{"tokens", "roles", "packs", "default_role", "default_scope", "actions_enabled", "disabled_capabilities", "limits"}
-
 // Reload reads the configuration file again and applies its tokens,
 // roles, packs, switches and limits at once: a call sees the old policy
 // or the new, never a mix, and calls in flight finish under the policy
@@ -109,42 +104,52 @@ func fileSum(path string) []byte {
 	return s[:]
 }
 
-// restartOnly names the start-up-only settings that differ between the
-// running configuration and the file.
-func restartOnly(run, file *config.Config) []string {
-	var out []string
-	for _, f := range []struct {
-		name      string
-		run, file any
-	}{
-		{"enabled", run.Enabled, file.Enabled}, {"listen", run.Listen, file.Listen}, {"data_dir", run.DataDir, file.DataDir},
-		{"max_results", run.MaxResults, file.MaxResults}, {"events_buffer_size", run.EventsBufferSize, file.EventsBufferSize},
-		{"max_result_bytes", run.MaxResultBytes, file.MaxResultBytes}, {"http", run.HTTP, file.HTTP}, {"log", run.Log, file.Log},
-		{"search", run.Search, file.Search}, {"events", run.Events, file.Events}, {"database", run.Database, file.Database},
-		{"idempotency", run.Idempotency, file.Idempotency}, {"plugins", run.Plugins, file.Plugins},
-		{"limits.redis_url, limits.on_redis_error", run.LimitsCounter, file.LimitsCounter}, {"audit", run.Audit, file.Audit},
-	} {
-		if !reflect.DeepEqual(f.run, f.file) {
-			out = append(out, f.name)
-		}
-	}
-	return out
+// setting is one top-level part of the configuration as a reload sees it.
+type setting struct {
+	name       string
+	reloadable bool
+	of         func(*config.Config) any
 }
 
+// settings are every part of the configuration a reload compares.
+var settings = []setting{
+	{"tokens", true, func(c *config.Config) any { return c.Tokens }},
+	{"roles", true, func(c *config.Config) any { return c.Roles }},
+	{"packs", true, func(c *config.Config) any { return c.Packs }},
+	{"default_role", true, func(c *config.Config) any { return c.DefaultRole }},
+	{"default_scope", true, func(c *config.Config) any { return c.DefaultScope }},
+	{"actions_enabled", true, func(c *config.Config) any { return c.ActionsEnabled }},
+	{"disabled_capabilities", true, func(c *config.Config) any { return c.DisabledCapabilities }},
+	{"limits", true, func(c *config.Config) any { return c.Limits }},
+	{"enabled", false, func(c *config.Config) any { return c.Enabled }},
+	{"listen", false, func(c *config.Config) any { return c.Listen }},
+	{"data_dir", false, func(c *config.Config) any { return c.DataDir }},
+	{"max_results", false, func(c *config.Config) any { return c.MaxResults }},
+	{"events_buffer_size", false, func(c *config.Config) any { return c.EventsBufferSize }},
+	{"max_result_bytes", false, func(c *config.Config) any { return c.MaxResultBytes }},
+	{"http", false, func(c *config.Config) any { return c.HTTP }},
+	{"log", false, func(c *config.Config) any { return c.Log }},
+	{"search", false, func(c *config.Config) any { return c.Search }},
+	{"events", false, func(c *config.Config) any { return c.Events }},
+	{"database", false, func(c *config.Config) any { return c.Database }},
+	{"idempotency", false, func(c *config.Config) any { return c.Idempotency }},
+	{"audit", false, func(c *config.Config) any { return c.Audit }},
+	{"limits.redis_url, limits.on_redis_error", false, func(c *config.Config) any { return c.LimitsCounter }},
+	{"plugins", false, func(c *config.Config) any { return c.Plugins }},
+}
+
+// restartOnly names the start-up-only settings that differ between the
+// running configuration and the file.
+func restartOnly(run, file *config.Config) []string { return changed(run, file, false) }
+
 // changedReloadable names the reloadable settings the file changes.
-func changedReloadable(run, file *config.Config) []string {
+func changedReloadable(run, file *config.Config) []string { return changed(run, file, true) }
+
+func changed(run, file *config.Config, reloadable bool) []string {
 	var out []string
-	for _, f := range []struct {
-		name      string
-		run, file any
-	}{
-		{"tokens", run.Tokens, file.Tokens}, {"roles", run.Roles, file.Roles}, {"packs", run.Packs, file.Packs},
-		{"default_role", run.DefaultRole, file.DefaultRole}, {"default_scope", run.DefaultScope, file.DefaultScope},
-		{"actions_enabled", run.ActionsEnabled, file.ActionsEnabled},
-		{"disabled_capabilities", run.DisabledCapabilities, file.DisabledCapabilities}, {"limits", run.Limits, file.Limits},
-	} {
-		if !reflect.DeepEqual(f.run, f.file) {
-			out = append(out, f.name)
+	for _, s := range settings {
+		if s.reloadable == reloadable && !reflect.DeepEqual(s.of(run), s.of(file)) {
+			out = append(out, s.name)
 		}
 	}
 	return out
