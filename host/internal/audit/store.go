@@ -377,7 +377,8 @@ func (s *sqlStore) insert(ctx context.Context, tx *sql.Tx, rs []Record) error {
 	return nil
 }
 
-// insertOneRow is the single-row INSERT of oneRowInserts.
+// insertOneRow is the single-row INSERT of oneRowInserts, with positional
+// parameters, which the SQLite driver binds without a name to look up.
 var insertOneRow = func() string {
 	var q strings.Builder
 	q.WriteString("INSERT INTO audit_records (" + columns + ") VALUES (")
@@ -385,7 +386,7 @@ var insertOneRow = func() string {
 		if c > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("$" + strconv.Itoa(c+1))
+		q.WriteString("?")
 	}
 	q.WriteByte(')')
 	return q.String()
