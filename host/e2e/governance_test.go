@@ -284,6 +284,42 @@ func TestConfigReload(t *testing.T) {
 		t.Errorf("actions_enabled: false from the file: %s", o)
 	}
 
+	// Each reload is one record of the audit trail: applied, refused,
+	// applied; the file SIGHUP reloaded is not reloaded again by the
+	// watcher.
+	type reloadRecord struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason"`
+	}
+	reloads := func() []reloadRecord {
+		req, _ := http.NewRequest(http.MethodGet, h.base+"/api/v1/admin/audit?capability=capgate.config_reload&order=oldest", nil)
+		req.Header.Set("Authorization", "Bearer "+tokenAdmin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var page struct{ Records []reloadRecord }
+		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+			t.Fatal(err)
+		}
+		return page.Records
+	}
+	// The last record reaches the database within the flush window.
+	var recs []reloadRecord
+	for deadline := time.Now().Add(5 * auditFlushWindow); ; time.Sleep(50 * time.Millisecond) {
+		if recs = reloads(); len(recs) >= 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Decision)
+	}
+	if strings.Join(got, ",") != "admitted,refused,admitted" || !strings.Contains(recs[0].Reason, "roles") || !strings.Contains(recs[1].Reason, "max_results") {
+		t.Errorf("reload records: %+v", recs)
+	}
+
 	close(stop)
 	wg.Wait()
 	t.Logf("%d calls of an unaffected caller during the reloads, %d failed", calls.Load(), failed.Load())

@@ -52,8 +52,9 @@ type App struct {
 	// from one); reloads read it again.
 	file string
 	// reloadMu serialises reloads (SIGHUP and the file watcher) and
-	// guards cfg.
+	// guards cfg and readSum, the SHA-256 of the file as last read.
 	reloadMu sync.Mutex
+	readSum  []byte
 }
 
 // Options are what the configuration file does not say.
@@ -240,7 +241,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Audit:           auditStore,
 		Logger:          log,
 	})
-	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File}, nil
+	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,
+		readSum: fileSum(cfg.File)}, nil
 }
 
 // idempotencyLeaseMargin is added to the request timeout for the lease an

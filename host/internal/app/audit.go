@@ -83,11 +83,12 @@ func (a *auditor) Record(d dispatch.Decision) {
 
 // event records something the operator did to the host itself (a reload,
 // the kill switch), as a record of a capgate.* name no plugin can take.
+// A change that did not happen is a refusal at step failed, with why.
 func (a *auditor) event(name, by string, err error, what string) {
 	r := audit.Record{ID: audit.NewID(time.Now()), Time: time.Now(), Capability: name, TokenLabel: by, Reason: what,
 		Decision: audit.Admitted, Outcome: audit.OutcomeOK, Protocol: "host"}
 	if err != nil {
-		r.Decision, r.Outcome, r.Step, r.Reason = audit.Refused, "", "config", what+": "+err.Error()
+		r.Decision, r.Outcome, r.Step, r.Reason = audit.Refused, "", "failed", what+": "+err.Error()
 	}
 	a.write(r)
 }

@@ -32,6 +32,8 @@ func (a *App) Reload() (applied []string, err error) {
 	if a.file == "" {
 		return nil, errors.New("config reload: the configuration was not read from a file")
 	}
+	// What this reload read, so the watcher does not read it again.
+	a.readSum = fileSum(a.file)
 	next, err := config.Load(a.file)
 	if err == nil {
 		err = checkDisabled(next, a.gate.Registry())
@@ -73,10 +75,11 @@ func (a *App) Reload() (applied []string, err error) {
 	return applied, nil
 }
 
-// watchConfig reloads when the file's content changes, until ctx ends. A
-// file that cannot be read is logged once and tried again.
+// watchConfig reloads when the file's content differs from what the last
+// reload (or the start) read, until ctx ends: a file SIGHUP has already
+// reloaded is not reloaded again. A file that cannot be read is skipped
+// until it can.
 func (a *App) watchConfig(ctx context.Context, every time.Duration) {
-	last := fileSum(a.file)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -86,10 +89,12 @@ func (a *App) watchConfig(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		sum := fileSum(a.file)
-		if sum == nil || bytes.Equal(sum, last) {
+		a.reloadMu.Lock()
+		seen := sum == nil || bytes.Equal(sum, a.readSum)
+		a.reloadMu.Unlock()
+		if seen {
 			continue
 		}
-		last = sum
 		a.log.Info("config file changed; reloading", "file", a.file)
 		_, _ = a.Reload() // Reload logs its outcome
 	}
