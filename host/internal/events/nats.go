@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,7 +71,16 @@ type NATS struct {
 	mu     sync.Mutex
 	subs   map[string]*natsSub
 	closed bool
+	// cleaning counts followers' consumers being deleted by a closing
+	// subscription. Close waits for them before it closes the connection,
+	// so none is left to fail, and log, after Close has returned.
+	cleaning sync.WaitGroup
+	// closingSubs are the subscriptions Close closes itself.
+	closingSubs []*natsSub
 }
+
+// closing reports whether Close is closing s itself. b.mu is held.
+func (b *NATS) closing(s *natsSub) bool { return slices.Contains(b.closingSubs, s) }
 
 var _ Bus = (*NATS)(nil)
 
@@ -398,10 +408,14 @@ func (b *NATS) Close() error {
 			subs = append(subs, s)
 		}
 	}
+	b.closingSubs = subs
 	b.mu.Unlock()
 	for _, s := range subs {
 		_ = s.Close()
 	}
+	// Subscriptions closing by themselves meanwhile finish deleting their
+	// consumers on the connection still open.
+	b.cleaning.Wait()
 	// Acks were confirmed one by one; flush the naks of stopped subscribers.
 	err := b.nc.FlushTimeout(5 * time.Second)
 	b.nc.Close()
@@ -460,12 +474,24 @@ func (s *natsSub) Close() error {
 	<-s.done
 	if s.follow {
 		s.deleteOnce.Do(func() {
+			b := s.bus
+			b.mu.Lock()
+			if b.closed && !b.closing(s) {
+				// The bus closed without this subscription (its run had
+				// ended): the consumer expires by itself after
+				// followInactive, and the connection is gone.
+				b.mu.Unlock()
+				return
+			}
+			b.cleaning.Add(1)
+			b.mu.Unlock()
+			defer b.cleaning.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			err := s.bus.stream.DeleteConsumer(ctx, s.name)
+			err := b.stream.DeleteConsumer(ctx, s.name)
 			if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				// It expires by itself after followInactive.
-				s.bus.log.Warn("deleting a follower's consumer failed", "subscriber", s.name, "err", err)
+				b.log.Warn("deleting a follower's consumer failed", "subscriber", s.name, "err", err)
 			}
 		})
 	}
