@@ -80,9 +80,9 @@ type rateConfig struct {
 const benchLimit = "1000000/s"
 
 // benchConfig returns the configuration capgate-bench runs capgate with:
-// governed as an operator would run it, every call audited (the default)
-// and counted against an in-memory rate limit. The booking plugin is
-// configured only when withBooking is set.
+// the gate and the plugin hop alone, without the audit trail or rate
+// limits, as the servers it is compared with have neither (governed adds
+// them). The booking plugin is configured only when withBooking is set.
 func benchConfig(binDir, dataDir, listen string, withBooking bool) capgateConfig {
 	c := capgateConfig{
 		Enabled: true,
@@ -98,7 +98,7 @@ func benchConfig(binDir, dataDir, listen string, withBooking bool) capgateConfig
 		Plugins: []pluginConfig{
 			{Name: "hello", Path: filepath.Join(binDir, helloPluginBin)},
 		},
-		Limits: &limitsConfig{Default: rateConfig{Rate: benchLimit}},
+		Audit: &auditConfig{Enabled: false},
 	}
 	if withBooking {
 		c.Plugins = append(c.Plugins, pluginConfig{
@@ -108,10 +108,10 @@ func benchConfig(binDir, dataDir, listen string, withBooking bool) capgateConfig
 	return c
 }
 
-// ungoverned is c without the audit trail and the rate limits: the row
-// the governed ones are compared with.
-func ungoverned(c capgateConfig) capgateConfig {
-	c.Audit, c.Limits = &auditConfig{Enabled: false}, nil
+// governed is c as an operator runs it: every call audited (SQLite, in
+// the data directory) and counted against an in-memory rate limit.
+func governed(c capgateConfig) capgateConfig {
+	c.Audit, c.Limits = nil, &limitsConfig{Default: rateConfig{Rate: benchLimit}}
 	return c
 }
 
@@ -135,15 +135,15 @@ func (p *capgateProc) mcpURL() string { return p.base + capgatePath }
 // startCapgate writes a config under workDir and starts capgate from binDir,
 // with the hello plugin and, when withBooking is set, the booking plugin. It
 // returns once /healthz answers 200.
-func startCapgate(ctx context.Context, binDir, workDir string, withBooking, governed bool, timeout time.Duration) (*capgateProc, error) {
+func startCapgate(ctx context.Context, binDir, workDir string, withBooking, withGovernance bool, timeout time.Duration) (*capgateProc, error) {
 	bins := []string{capgateBin, helloPluginBin}
 	if withBooking {
 		bins = append(bins, bookingPluginBin)
 	}
 	return startCapgateWith(ctx, binDir, workDir, bins, func(abs, dataDir, listen string) capgateConfig {
 		c := benchConfig(abs, dataDir, listen, withBooking)
-		if !governed {
-			c = ungoverned(c)
+		if withGovernance {
+			c = governed(c)
 		}
 		return c
 	}, timeout)

@@ -13,6 +13,7 @@ func TestBenchConfigLoads(t *testing.T) {
 	bin := t.TempDir()
 	cfg := benchConfig(bin, t.TempDir(), "127.0.0.1:18080", true)
 	validate(t, cfg)
+	validate(t, governed(cfg)) // the governed row's: audit on, a rate limit
 	if !cfg.Enabled || cfg.Listen != "127.0.0.1:18080" {
 		t.Errorf("enabled, listen = %v, %q", cfg.Enabled, cfg.Listen)
 	}

@@ -24,21 +24,22 @@ const (
 	keyGoSDK   = "go-sdk"
 	keyMCPGo   = "mcp-go"
 	keyBooking = "booking"
-	// keyUngoverned is hello.greet from a capgate without the audit trail
-	// and rate limits, next to keyCapgate's, which has both.
-	keyUngoverned = "ungoverned"
+	// keyGoverned is hello.greet from a capgate that audits every call and
+	// counts it against a rate limit, next to keyCapgate's, which does
+	// neither.
+	keyGoverned = "governed"
 	// keySearch (search.go) selects the search rows.
 )
 
 // allKeys are the servers -only accepts.
-var allKeys = []string{keyCapgate, keyUngoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch, keyReplicas}
+var allKeys = []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch, keyReplicas}
 
 // defaultKeys are the servers run without -only: the replicas rows
 // (replicas.go) need PostgreSQL and NATS, so they are opt-in.
-var defaultKeys = []string{keyCapgate, keyUngoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
+var defaultKeys = []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
 
 // greetKeys are the rows of the main table.
-var greetKeys = []string{keyCapgate, keyUngoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
+var greetKeys = []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
 
 // rowKeys are the rows the selected servers produce: keySearch has two.
 func rowKeys(selected []string) []string {
@@ -122,7 +123,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		b.measureCapgate(ctx)
 		if ctx.Err() == nil {
-			b.measureUngoverned(ctx)
+			b.measureGoverned(ctx)
 		}
 		if ctx.Err() == nil {
 			b.measureReplicas(ctx)
@@ -309,7 +310,7 @@ func (b *bench) measureCapgate(ctx context.Context) {
 	if !wantHello && !wantBooking {
 		return
 	}
-	p, err := startCapgate(ctx, b.opts.bin, b.workDir, wantBooking, true, b.opts.startTimeout)
+	p, err := startCapgate(ctx, b.opts.bin, b.workDir, wantBooking, false, b.opts.startTimeout)
 	if err != nil {
 		for _, k := range []string{keyCapgate, keyBooking} {
 			if b.pending(k) {
@@ -344,16 +345,16 @@ func (b *bench) measureCapgate(ctx context.Context) {
 	}
 }
 
-// measureUngoverned starts capgate without the audit trail and rate
-// limits and measures hello.greet through it, right after the governed
-// capgate, so the two runs of a round are side by side.
-func (b *bench) measureUngoverned(ctx context.Context) {
-	if !b.pending(keyUngoverned) {
+// measureGoverned starts capgate with the audit trail and a rate limit
+// and measures hello.greet through it, right after the plain capgate, so
+// the two runs of a round are side by side.
+func (b *bench) measureGoverned(ctx context.Context) {
+	if !b.pending(keyGoverned) {
 		return
 	}
-	p, err := startCapgate(ctx, b.opts.bin, b.workDir, false, false, b.opts.startTimeout)
+	p, err := startCapgate(ctx, b.opts.bin, b.workDir, false, true, b.opts.startTimeout)
 	if err != nil {
-		b.fail(keyUngoverned, fmt.Errorf("start capgate: %w", err))
+		b.fail(keyGoverned, fmt.Errorf("start capgate: %w", err))
 		return
 	}
 	defer func() {
@@ -363,15 +364,15 @@ func (b *bench) measureUngoverned(ctx context.Context) {
 	}()
 	url := p.mcpURL()
 	if err := validateGreet(ctx, url); err != nil {
-		b.fail(keyUngoverned, fmt.Errorf("validate capgate: %w", err))
+		b.fail(keyGoverned, fmt.Errorf("validate capgate: %w", err))
 		return
 	}
 	body, err := toolCallBody(greetTool, greetIn{Name: greetName})
 	if err != nil {
-		b.fail(keyUngoverned, err)
+		b.fail(keyGoverned, err)
 		return
 	}
-	b.measure(ctx, keyUngoverned, job{name: keyUngoverned, url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting, cpu: p.cpu})
+	b.measure(ctx, keyGoverned, job{name: keyGoverned, url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting, cpu: p.cpu})
 }
 
 // measureInproc starts one in-process server, validates and measures it,

@@ -28,9 +28,9 @@ type environment struct {
 func describe(key string) (name, what string) {
 	switch key {
 	case keyCapgate:
-		return "capgate", "hello.greet: HTTP → adapter → gate → gRPC plugin (SDK), audited, rate-limited"
-	case keyUngoverned:
-		return "capgate ungoverned", "the same without the audit trail and rate limits"
+		return "capgate", "hello.greet: HTTP → adapter → gate → gRPC plugin (SDK)"
+	case keyGoverned:
+		return "capgate governed", "the same, every call audited and rate-limited"
 	case keyEcho:
 		return "echo " + modVersion("github.com/labstack/echo/v4"), "bare handler, fixed JSON body (floor)"
 	case keyGoSDK:
@@ -140,7 +140,7 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 		}
 		fmt.Fprintln(tw)
 	}
-	for _, k := range []string{keyCapgate, keyUngoverned, keyEcho, keyGoSDK, keyMCPGo} {
+	for _, k := range []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo} {
 		line(k)
 	}
 	if slices.Contains(selected, keyBooking) {
@@ -187,7 +187,7 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 	if slices.Contains(selected, keyBooking) {
 		fmt.Fprintln(w, bookingLine(rows, selected))
 	}
-	if slices.Contains(selected, keyUngoverned) {
+	if slices.Contains(selected, keyGoverned) {
 		fmt.Fprintln(w, governanceLine(rows, selected))
 	}
 }
@@ -196,11 +196,11 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 // may cost the no-op tool.
 const governanceTarget = 0.05
 
-// governanceLine judges the governed capgate against the ungoverned one,
+// governanceLine judges the governed capgate against the plain one,
 // round by round as bookingLine does.
 func governanceLine(rows map[string]*row, selected []string) string {
-	goal := fmt.Sprintf("governance costs ≤ %.0f%%: capgate ≥ %.2f× capgate ungoverned, by round", governanceTarget*100, 1-governanceTarget)
-	return pairedLine(rows, selected, keyCapgate, keyUngoverned, 1-governanceTarget, goal)
+	goal := fmt.Sprintf("governance costs ≤ %.0f%%: capgate governed ≥ %.2f× capgate, by round", governanceTarget*100, 1-governanceTarget)
+	return pairedLine(rows, selected, keyGoverned, keyCapgate, 1-governanceTarget, goal)
 }
 
 // bookingTarget is what owner-guarded booking.get must reach of the no-op

@@ -77,7 +77,7 @@ func TestBookingLine(t *testing.T) {
 	}
 }
 
-// TestGovernanceLine: the governed row against the ungoverned one, by
+// TestGovernanceLine: the governed row against the plain one, by
 // round, against the 5% target.
 func TestGovernanceLine(t *testing.T) {
 	runs := func(rps ...float64) *row {
@@ -87,8 +87,8 @@ func TestGovernanceLine(t *testing.T) {
 		}
 		return r
 	}
-	pass := governanceLine(map[string]*row{keyCapgate: runs(96, 95, 90), keyUngoverned: runs(100, 100, 100)}, allKeys)
-	fail := governanceLine(map[string]*row{keyCapgate: runs(94, 95, 90), keyUngoverned: runs(100, 100, 100)}, allKeys)
+	pass := governanceLine(map[string]*row{keyGoverned: runs(96, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys)
+	fail := governanceLine(map[string]*row{keyGoverned: runs(94, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys)
 	if !strings.HasPrefix(pass, "PASS  governance costs ≤ 5%") || !strings.Contains(pass, "0.96, 0.95, 0.90, median 0.95×") || !strings.HasPrefix(fail, "FAIL") {
 		t.Errorf("lines:\n%s\n%s", pass, fail)
 	}
