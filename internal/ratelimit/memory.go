@@ -36,6 +36,9 @@ func NewMemory() *Memory { return &Memory{buckets: map[string]*bucket{}, now: ti
 
 // Allow implements dispatch.Limiter.
 func (m *Memory) Allow(_ context.Context, key string, r dispatch.Rate) (bool, time.Duration, error) {
+	if r.Count <= 0 || r.Per <= 0 {
+		return true, 0, nil // no rate: nothing to count (the gate passes none)
+	}
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -132,3 +132,17 @@ func TestMemoryConcurrent(t *testing.T) {
 		t.Errorf("admitted %d of 400 calls, want the burst of 100", admitted)
 	}
 }
+
+// TestMemoryNoRate: a rate that limits nothing admits every call and
+// never divides by its zero count.
+func TestMemoryNoRate(t *testing.T) {
+	m := NewMemory()
+	for _, r := range []dispatch.Rate{{}, {Count: 0, Per: time.Second}, {Count: 3, Per: 0}} {
+		if ok, wait := allow(t, m, "k", r); !ok || wait != 0 {
+			t.Errorf("rate %+v: ok=%v wait=%v", r, ok, wait)
+		}
+	}
+	if len(m.buckets) != 0 {
+		t.Errorf("%d buckets kept for rates that limit nothing", len(m.buckets))
+	}
+}
