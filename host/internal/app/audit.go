@@ -51,16 +51,22 @@ func (a *auditor) Healthy() bool { return a.w.Healthy() }
 
 // Record implements dispatch.Auditor.
 func (a *auditor) Record(d dispatch.Decision) {
-	paths := make([]audit.Path, len(d.Sensitive))
-	for i, p := range d.Sensitive {
-		paths[i] = p
+	// The writer compacts, checks and caps the arguments it is given;
+	// redacting first is needed only where the capability marks a field.
+	args := d.Args
+	if len(d.Sensitive) > 0 {
+		paths := make([]audit.Path, len(d.Sensitive))
+		for i, p := range d.Sensitive {
+			paths[i] = p
+		}
+		args = audit.Redact(d.Args, paths, 0)
 	}
 	r := audit.Record{
 		ID: d.ID, ParentID: d.Origin.ParentID, Time: d.Time, Latency: d.Latency,
 		RequestID: d.Origin.RequestID, Protocol: d.Origin.Protocol, ProtocolVersion: d.Origin.ProtocolVersion,
 		TokenLabel: d.Principal.Token, Role: d.Principal.Role, Scope: string(d.Principal.Scope), UserID: d.Principal.UserID,
 		Capability: d.Capability, Plugin: d.Plugin,
-		Args: audit.Redact(d.Args, paths, 0),
+		Args: args,
 	}
 	var (
 		te *dispatch.ToolError

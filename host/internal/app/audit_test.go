@@ -78,7 +78,8 @@ plugins:
 			if refused.TokenLabel != "tokens-1" || refused.Decision != audit.Refused || refused.Step != "permission" || refused.Reason == "" || refused.Outcome != "" {
 				t.Errorf("the refused call: %+v", refused)
 			}
-			if missing.Capability != "booking.get" || missing.Outcome != audit.OutcomeToolError || missing.ErrorCode != "not_found" {
+			if missing.Capability != "booking.get" || missing.Outcome != audit.OutcomeToolError || missing.ErrorCode != "not_found" ||
+				string(missing.Args) != `{"id":"bk_aaaaaaaaaaaa"}` {
 				t.Errorf("the call that found nothing: %+v", missing)
 			}
 			for _, r := range page.Records {
