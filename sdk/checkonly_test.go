@@ -99,6 +99,9 @@ func TestChecksConfigDescribed(t *testing.T) {
 	ran := false
 	raw := New("raw", "1")
 	raw.OnConfigure(func(context.Context, Env) error { ran = true; return nil })
+	// Configure's check does not survive an OnConfigure set after it.
+	overridden := checkedPlugin(&built)
+	overridden.OnConfigure(func(context.Context, Env) error { return nil })
 	for _, tc := range []struct {
 		name string
 		p    *Plugin
@@ -107,6 +110,7 @@ func TestChecksConfigDescribed(t *testing.T) {
 		{"through Configure", checkedPlugin(&built), true},
 		{"reading no config", New("plain", "1"), true},
 		{"with its own OnConfigure", raw, false},
+		{"with an OnConfigure set after Configure", overridden, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := newServer(tc.p).Describe(ctx, &capgatev1.DescribeRequest{})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sync"
 	"sync/atomic"
 )
 
@@ -61,10 +60,6 @@ func Configure[S, C any](p *Plugin, build func(ctx context.Context, env Env, cfg
 		}
 		return cfg, nil
 	}
-	checkers.Store(p, func(_ context.Context, env Env) error {
-		_, err := decode(env)
-		return err
-	})
 	p.OnConfigure(func(ctx context.Context, env Env) error {
 		cfg, err := decode(env)
 		if err != nil {
@@ -80,22 +75,22 @@ func Configure[S, C any](p *Plugin, build func(ctx context.Context, env Env, cfg
 		c.v.Store(s)
 		return nil
 	})
+	// How to check the block without building the service: the
+	// check-only configuration of `capgate validate`.
+	p.checkConfig = func(_ context.Context, env Env) error {
+		_, err := decode(env)
+		return err
+	}
 	return c
 }
-
-// checkers holds, for each plugin whose config Configure decodes, how to
-// check the block without building the service: the check-only
-// configuration of `capgate validate`. A plugin that sets OnConfigure
-// itself has none, as its function might open anything.
-var checkers sync.Map // *Plugin → func(context.Context, Env) error
 
 // checker returns how to check p's config block without configuring p:
 // Configure's decoding and Check, or, for a plugin that reads no config,
 // nothing (the unread-keys test follows). ok is false when only p's own
 // OnConfigure function could tell.
 func checker(p *Plugin) (check func(context.Context, Env) error, ok bool) {
-	if f, found := checkers.Load(p); found {
-		return f.(func(context.Context, Env) error), true
+	if p.checkConfig != nil {
+		return p.checkConfig, true
 	}
 	if p.configure == nil {
 		return func(context.Context, Env) error { return nil }, true

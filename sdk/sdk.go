@@ -173,9 +173,13 @@ type Plugin struct {
 	entities      []*capgatev1.EntityType
 	providers     map[string]*Entity
 	configure     func(context.Context, Env) error
-	start         func(context.Context, Env, Start) error
-	closers       []func() error
-	logger        *slog.Logger
+	// checkConfig checks the config block without configuring the
+	// plugin (capgate validate); set by Configure, cleared by an
+	// OnConfigure of the author's own, whose function might open anything.
+	checkConfig func(context.Context, Env) error
+	start       func(context.Context, Env, Start) error
+	closers     []func() error
+	logger      *slog.Logger
 }
 
 type tool struct {
@@ -215,7 +219,9 @@ func (p *Plugin) Logger() *slog.Logger { return p.logger }
 // OnConfigure sets the function the host's configuration reaches. It runs
 // once, before any call; an error stops the host's start-up with the
 // message, so say which option is wrong.
-func (p *Plugin) OnConfigure(f func(ctx context.Context, env Env) error) { p.configure = f }
+func (p *Plugin) OnConfigure(f func(ctx context.Context, env Env) error) {
+	p.configure, p.checkConfig = f, nil
+}
 
 // Start is what the host says when it starts a plugin.
 type Start struct {
