@@ -111,34 +111,10 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 		name, what := describe(key)
 		name, what = pad(name, nameW), pad(what, whatW)
 		r := rows[key]
-		switch {
-		case !slices.Contains(selected, key):
-			return
-		case r == nil || (r.err == nil && len(r.runs) == 0):
-			fmt.Fprintf(tw, "%s\t%s\tnot run\t\t\t\t\t\t\n", name, what)
-			return
-		case r.err != nil:
-			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\n", name, what)
+		if !slices.Contains(selected, key) {
 			return
 		}
-		ratio := "-"
-		if baseRPS > 0 {
-			ratio = fmt.Sprintf("%.2f×", r.rps()/baseRPS)
-		}
-		rps := thousands(r.rps())
-		if !r.ok() {
-			rps = "INVALID " + rps
-		}
-		others := fmt.Sprintf("%.2f", r.othersCPU())
-		if r.othersCPU() > busyOthers {
-			others += " !"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", name, what, rps, latency(r.p50()), latency(r.p99()), ratio, r.serverCPU(), others)
-		if env.rounds > 1 {
-			lo, hi := r.rpsRange()
-			fmt.Fprintf(tw, "%d/%d\t%s–%s\t", r.quiet(), len(r.runs), thousands(lo), thousands(hi))
-		}
-		fmt.Fprintln(tw)
+		writeRow(tw, env, name, what, r, baseRPS)
 	}
 	for _, k := range []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo} {
 		line(k)
@@ -276,6 +252,37 @@ func targetLine(t target, rows map[string]*row, selected []string) string {
 	}
 	return fmt.Sprintf("%s  %s: capgate %s req/s vs %s %s req/s = %.2f× (needs ≥ %.2f×)",
 		verdict, goal, thousands(c), otherName, thousands(o), c/o, t.factor)
+}
+
+// writeRow writes r's line of a table: "not run", "FAILED", or its
+// figures with its throughput as a ratio of base (a dash when base is 0).
+func writeRow(tw io.Writer, env environment, name, what string, r *row, base float64) {
+	switch {
+	case r == nil || (r.err == nil && len(r.runs) == 0):
+		fmt.Fprintf(tw, "%s\t%s\tnot run\t\t\t\t\t\t\n", name, what)
+		return
+	case r.err != nil:
+		fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\n", name, what)
+		return
+	}
+	ratio := "-"
+	if base > 0 {
+		ratio = fmt.Sprintf("%.2f×", r.rps()/base)
+	}
+	rps := thousands(r.rps())
+	if !r.ok() {
+		rps = "INVALID " + rps
+	}
+	others := fmt.Sprintf("%.2f", r.othersCPU())
+	if r.othersCPU() > busyOthers {
+		others += " !"
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", name, what, rps, latency(r.p50()), latency(r.p99()), ratio, r.serverCPU(), others)
+	if env.rounds > 1 {
+		lo, hi := r.rpsRange()
+		fmt.Fprintf(tw, "%d/%d\t%s–%s\t", r.quiet(), len(r.runs), thousands(lo), thousands(hi))
+	}
+	fmt.Fprintln(tw)
 }
 
 // thousands renders a rate rounded to a whole number with thousands

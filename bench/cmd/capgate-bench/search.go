@@ -688,32 +688,11 @@ func searchReport(w io.Writer, env environment, rows map[string]*row, rounds []s
 		}
 		r := rows[k]
 		name, what := pad(searchRowNames[k][0], nameW), pad(searchRowNames[k][1], whatW)
-		switch {
-		case r == nil || (r.err == nil && len(r.runs) == 0):
-			fmt.Fprintf(tw, "%s\t%s\tnot run\t\t\t\t\t\t\n", name, what)
-			continue
-		case r.err != nil:
-			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\n", name, what)
-			continue
+		var floor float64
+		if f := rows[floorOf[k]]; f.ok() {
+			floor = f.rps()
 		}
-		ratio := "-"
-		if f := rows[floorOf[k]]; f.ok() && f.rps() > 0 {
-			ratio = fmt.Sprintf("%.2f×", r.rps()/f.rps())
-		}
-		rps := thousands(r.rps())
-		if !r.ok() {
-			rps = "INVALID " + rps
-		}
-		others := fmt.Sprintf("%.2f", r.othersCPU())
-		if r.othersCPU() > busyOthers {
-			others += " !"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", name, what, rps, latency(r.p50()), latency(r.p99()), ratio, r.serverCPU(), others)
-		if env.rounds > 1 {
-			lo, hi := r.rpsRange()
-			fmt.Fprintf(tw, "%d/%d\t%s–%s\t", r.quiet(), len(r.runs), thousands(lo), thousands(hi))
-		}
-		fmt.Fprintln(tw)
+		writeRow(tw, env, name, what, r, floor)
 	}
 	tw.Flush()
 
