@@ -83,6 +83,21 @@ const (
 	Unavailable ToolErrorCode = 4
 )
 
+// String is the code's name, as the audit trail records it.
+func (c ToolErrorCode) String() string {
+	switch c {
+	case InvalidInput:
+		return "invalid_input"
+	case NotFound:
+		return "not_found"
+	case Conflict:
+		return "conflict"
+	case Unavailable:
+		return "unavailable"
+	}
+	return fmt.Sprintf("code_%d", uint8(c))
+}
+
 // ToolError is a failure reported to the caller as a result, not as a
 // protocol error: the agent can read it and try again differently.
 type ToolError struct {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -78,7 +77,7 @@ func (a *auditor) Record(d dispatch.Decision) {
 	case d.Err == nil:
 		r.Decision, r.Outcome = audit.Admitted, audit.OutcomeOK
 	case errors.As(d.Err, &te):
-		r.Decision, r.Outcome, r.ErrorCode = audit.Admitted, audit.OutcomeToolError, toolErrorCode(te.Code)
+		r.Decision, r.Outcome, r.ErrorCode = audit.Admitted, audit.OutcomeToolError, te.Code.String()
 	case errors.As(d.Err, &ie):
 		r.Decision, r.Outcome, r.ErrorRef = audit.Admitted, audit.OutcomeInternalError, ie.Ref
 	default:
@@ -112,17 +111,3 @@ func (a *auditor) write(r audit.Record) {
 
 // close writes what is queued, for at most the shutdown's time.
 func (a *auditor) close(ctx context.Context) error { return a.w.Close(ctx) }
-
-func toolErrorCode(c dispatch.ToolErrorCode) string {
-	switch c {
-	case dispatch.InvalidInput:
-		return "invalid_input"
-	case dispatch.NotFound:
-		return "not_found"
-	case dispatch.Conflict:
-		return "conflict"
-	case dispatch.Unavailable:
-		return "unavailable"
-	}
-	return strings.ToLower(fmt.Sprintf("code_%d", c))
-}

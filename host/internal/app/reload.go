@@ -41,15 +41,9 @@ func (a *App) Reload() (applied []string, err error) {
 	if err != nil {
 		a.aud.event("capgate.config_reload", "config file", err, "reload refused")
 		a.log.Error("config reload refused; the running configuration stays", "file", a.file)
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			for _, p := range ce.Unwrap() {
-				a.log.Error("config reload: problem", "problem", p.Error())
-			}
-		} else {
-			for _, p := range unjoin(err) {
-				a.log.Error("config reload: problem", "problem", p.Error())
-			}
+		// A *config.Error and a joined error both list their problems.
+		for _, p := range unjoin(err) {
+			a.log.Error("config reload: problem", "problem", p.Error())
 		}
 		return nil, err
 	}
