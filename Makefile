@@ -105,6 +105,7 @@ soak:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/mcp
 	$(GO) test -run '^$$' -fuzz '^FuzzFastCheck$$' -fuzztime $(FUZZTIME) ./internal/registry
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBlock$$' -fuzztime $(FUZZTIME) ./host/internal/audit
 
 # make bench: the Go benchmarks of the hot path, then capgate-bench (bench/)
 # with its fixtures: the hello plugin (the trivial tool), the synthetic

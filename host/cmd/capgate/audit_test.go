@@ -587,7 +587,7 @@ func execSQLite(t *testing.T, dataDir, statement string) {
 // saying so.
 func TestAuditQueryFails(t *testing.T) {
 	cfg, dataDir := sqliteTrail(t)
-	execSQLite(t, dataDir, "DROP TABLE audit_records")
+	execSQLite(t, dataDir, "DROP TABLE audit_blocks")
 	for _, follow := range []bool{false, true} {
 		args := []string{"-c", cfg}
 		if follow {
@@ -606,7 +606,7 @@ func TestAuditFollowOutlivesAFailure(t *testing.T) {
 	cfg, dataDir := sqliteTrail(t)
 	f := startFollow(t, "-c", cfg, "-json", "-limit", "1")
 	f.waitFor(t, "r6")
-	execSQLite(t, dataDir, "ALTER TABLE audit_records RENAME TO audit_records_away")
+	execSQLite(t, dataDir, "ALTER TABLE audit_blocks RENAME TO audit_blocks_away")
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(f.errOut.String(), "reading the audit trail failed, retrying") {
 		if time.Now().After(deadline) {
@@ -614,7 +614,7 @@ func TestAuditFollowOutlivesAFailure(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	execSQLite(t, dataDir, "ALTER TABLE audit_records_away RENAME TO audit_records")
+	execSQLite(t, dataDir, "ALTER TABLE audit_blocks_away RENAME TO audit_blocks")
 	appendTrail(t, "", dataDir, []audit.Record{{RequestID: "r7", Capability: "booking.read", Decision: audit.Admitted, Outcome: audit.OutcomeOK}})
 	f.waitFor(t, "r6", "r7")
 	if code := f.stop(t); code != 0 {

@@ -30,9 +30,10 @@
 // before its record is written — the gate takes one from NewID when the
 // call starts and hands it to nested calls as their ParentID, though their
 // records are written first. Seq is the store's order: assigned on
-// append, increasing in commit order and never reused. On PostgreSQL
-// appends take a transaction lock so that no batch commits before one
-// holding lower numbers; SQLite serialises writers itself. So a reader
+// append, increasing in commit order and never reused: an append takes
+// its range of numbers by updating one sequence row, whose lock it holds
+// until it commits, so no batch commits before one holding lower numbers
+// (SQLite serialises writers in any case). So a reader
 // following the trail (Filter{Order: OldestFirst, After: last Seq seen},
 // polled) meets every record exactly once, even as replicas append at
 // once; records' own times may disagree with that order by the replicas'
@@ -74,6 +75,22 @@
 // exclusive), token label, user, capability, request id, decision and
 // step, newest first by default, a page of DefaultLimit (at most
 // MaxLimit) records and a cursor for the next.
+//
+// # Storage
+//
+// The records of one append are stored together as a block of at most
+// 512, in a compact binary encoding, with the range of their seqs and
+// times and the set of values the exact-match filters select. Writing a
+// record costs its encoding rather than a row and an index entry per
+// filter: on SQLite, about 2 µs of CPU a record instead of 36
+// (BenchmarkAppendSQLite). A query reads only the blocks whose seqs,
+// times and values can match, newest or oldest first, a few at a time,
+// and filters their records exactly; a block that does not decode fails
+// the query that meets it, naming its seq (FuzzDecodeBlock holds the
+// decoder to that). Retention deletes whole blocks older than its
+// cut-off and rewrites a block straddling it without its older records.
+// Records written by an earlier version, a row each, are converted into
+// blocks, with their seqs, the first time the store opens.
 //
 // # Engines
 //

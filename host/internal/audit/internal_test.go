@@ -14,7 +14,7 @@ func TestShippedMigrationsApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqlstoretest.CheckSchema(t, sch, "audit_records", HistoryTable)
+	sqlstoretest.CheckSchema(t, sch, "audit_blocks", "audit_sequence", HistoryTable)
 }
 
 func TestBackoffDelay(t *testing.T) {

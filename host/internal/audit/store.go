@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,14 +36,6 @@ const (
 	DefaultLimit = 100
 	MaxLimit     = 1000
 )
-
-// deleteBatch bounds the records one retention statement deletes, so no
-// delete holds SQLite's write lock or many PostgreSQL row locks for long.
-const deleteBatch = 1000
-
-// insertRows bounds the rows of one INSERT statement: 21 parameters a
-// row stay far below either engine's limit on parameters.
-const insertRows = 50
 
 // Store keeps audit records. Implementations are safe for concurrent use;
 // any number of Stores (replicas) may share one PostgreSQL database.
@@ -135,21 +128,25 @@ type Page struct {
 	More bool
 }
 
+// deleteBlocks bounds the blocks one retention statement deletes, so no
+// delete holds SQLite's write lock or many PostgreSQL row locks for long.
+const deleteBlocks = 20
+
+// queryBlocks is how many blocks a query reads at a time: a page of the
+// default size from one append needs one.
+const queryBlocks = 4
+
 // dialect is what differs between the engines.
 type dialect struct {
 	// time encodes an instant for a time column.
 	time func(time.Time) any
-	// lock, when set, runs first in an append's transaction.
-	lock string
-	// deleteBefore deletes at most $2 records older than $1.
-	deleteBefore string
-	// oneRowInserts appends a batch as one prepared single-row INSERT run
-	// per record. SQLite resolves each $N of a statement by a linear
-	// search over the names before it, so parsing a multi-row INSERT of a
-	// 500-record batch (10,000 parameters) took more CPU than the calls it
-	// recorded; a prepared row is parsed once. PostgreSQL, a round trip
-	// away, takes the batch in few statements instead.
-	oneRowInserts bool
+	// contains is the condition that keys contain the needle ?.
+	contains string
+	// skipLocked ends a retention select, so replicas deleting at once
+	// take different blocks.
+	skipLocked string
+	// legacyExists says whether audit_records_v1 is still there.
+	legacyExists string
 }
 
 // sqliteTimeLayout keeps instants to the microsecond in fixed width, so
@@ -158,21 +155,15 @@ const sqliteTimeLayout = "2006-01-02T15:04:05.000000Z"
 
 var (
 	sqliteDialect = dialect{
-		time:          func(t time.Time) any { return t.UTC().Format(sqliteTimeLayout) },
-		oneRowInserts: true,
-		// SQLite holds the write lock for the whole statement.
-		deleteBefore: `DELETE FROM audit_records WHERE seq IN
-			(SELECT seq FROM audit_records WHERE time < $1 LIMIT $2)`,
+		time:         func(t time.Time) any { return t.UTC().Format(sqliteTimeLayout) },
+		contains:     "instr(keys, ?) > 0",
+		legacyExists: `SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'audit_records_v1'`,
 	}
 	postgresDialect = dialect{
-		time: func(t time.Time) any { return t.UTC() },
-		// Appends take turns, so seq order is commit order: a follower
-		// that has read seq N never later meets a smaller one committing.
-		// The lock is scoped to the schema's table; readers do not take it.
-		lock: `SELECT pg_advisory_xact_lock(hashtext('capgate.audit.append'), hashtext(coalesce(current_schema(), '')))`,
-		// SKIP LOCKED: replicas deleting at once take different rows.
-		deleteBefore: `DELETE FROM audit_records WHERE seq IN
-			(SELECT seq FROM audit_records WHERE time < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		time:         func(t time.Time) any { return t.UTC() },
+		contains:     "strpos(keys, ?) > 0",
+		skipLocked:   " FOR UPDATE SKIP LOCKED",
+		legacyExists: `SELECT to_regclass('audit_records_v1') IS NOT NULL`,
 	}
 )
 
@@ -235,7 +226,7 @@ func OpenSQLite(ctx context.Context, path string, opts ...Option) (Store, error)
 	if err != nil {
 		return nil, err
 	}
-	return &sqlStore{db: db, d: sqliteDialect, now: o.now, deleteBatch: deleteBatch}, nil
+	return newStore(ctx, &sqlStore{db: db, d: sqliteDialect, now: o.now, deleteBlocks: deleteBlocks})
 }
 
 // OpenPostgres connects a pool to the database at dsn, checks that it
@@ -251,7 +242,17 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (Store, error
 	if err != nil {
 		return nil, err
 	}
-	return &sqlStore{db: stdlib.OpenDBFromPool(pool), pool: pool, d: postgresDialect, now: o.now, deleteBatch: deleteBatch}, nil
+	return newStore(ctx, &sqlStore{db: stdlib.OpenDBFromPool(pool), pool: pool, d: postgresDialect, now: o.now, deleteBlocks: deleteBlocks})
+}
+
+// newStore finishes opening s: records still in the first schema's
+// table move into blocks.
+func newStore(ctx context.Context, s *sqlStore) (Store, error) {
+	if err := s.convertLegacy(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // sqlStore is Store on either engine: the same statements on the same
@@ -259,10 +260,10 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (Store, error
 type sqlStore struct {
 	db *sql.DB
 	// pool is the PostgreSQL pool under db; nil on SQLite.
-	pool        *pgxpool.Pool
-	d           dialect
-	now         func() time.Time
-	deleteBatch int
+	pool         *pgxpool.Pool
+	d            dialect
+	now          func() time.Time
+	deleteBlocks int
 }
 
 func (s *sqlStore) Close() error {
@@ -275,12 +276,6 @@ func (s *sqlStore) Close() error {
 	}
 	return nil
 }
-
-// columns are the stored fields in the order of every statement.
-const columns = `id, parent_id, time, request_id, protocol, protocol_version, token_label, role, scope,
-	user_id, capability, plugin, args, decision, step, reason, outcome, error_code, error_ref, latency_ns`
-
-const numColumns = 20
 
 // prepare validates and normalises records into a copy, filling in ID and
 // Time when empty.
@@ -311,96 +306,51 @@ func (s *sqlStore) Append(ctx context.Context, records []Record) error {
 	if err != nil {
 		return fmt.Errorf("append audit records: %w", err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		// Taking the range locks the sequence row until commit, so appends
+		// commit in the order of their seqs.
+		var last int64
+		if err := tx.QueryRowContext(ctx, `UPDATE audit_sequence SET last = last + $1 RETURNING last`, len(rs)).Scan(&last); err != nil {
+			return fmt.Errorf("take seqs: %w", err)
+		}
+		for i := range rs {
+			rs[i].Seq = last - int64(len(rs)) + 1 + int64(i)
+		}
+		return s.insertBlocks(ctx, tx, rs)
+	})
 	if err != nil {
 		return fmt.Errorf("append %d audit records: %w", len(rs), err)
 	}
-	if err := s.insert(ctx, tx, rs); err != nil {
+	return nil
+}
+
+// inTx runs f in a transaction, committed when f succeeds.
+func (s *sqlStore) inTx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
 		_ = tx.Rollback()
-		return fmt.Errorf("append %d audit records: %w", len(rs), err)
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("append %d audit records: commit: %w", len(rs), err)
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
 
-func (s *sqlStore) insert(ctx context.Context, tx *sql.Tx, rs []Record) error {
-	if s.d.lock != "" {
-		if _, err := tx.ExecContext(ctx, s.d.lock); err != nil {
-			return fmt.Errorf("take append lock: %w", err)
-		}
-	}
-	if s.d.oneRowInserts {
-		stmt, err := tx.PrepareContext(ctx, insertOneRow)
-		if err != nil {
+// insertBlocks stores rs (Seq set, increasing) as blocks.
+func (s *sqlStore) insertBlocks(ctx context.Context, tx *sql.Tx, rs []Record) error {
+	for chunk := range slices.Chunk(rs, maxBlockRecords) {
+		b := encodeBlock(chunk)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_blocks (first_seq, last_seq, records, min_time, max_time, keys, body)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			b.first, b.last, b.count, s.d.time(b.minTime), s.d.time(b.maxTime), b.keys, b.body); err != nil {
 			return err
 		}
-		defer stmt.Close()
-		// Each row's statement runs without the batch's deadline: the
-		// SQLite driver starts a goroutine per statement to watch a
-		// context that can end, which cost more than the insert. The
-		// transaction's begin and commit keep the deadline, and SQLite's
-		// busy timeout bounds any wait for its lock in between.
-		rowCtx := context.WithoutCancel(ctx)
-		for _, r := range rs {
-			if _, err := stmt.ExecContext(rowCtx, s.rowArgs(r)...); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for len(rs) > 0 {
-		n := min(len(rs), insertRows)
-		var q strings.Builder
-		q.WriteString("INSERT INTO audit_records (" + columns + ") VALUES ")
-		args := make([]any, 0, n*numColumns)
-		for i, r := range rs[:n] {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteByte('(')
-			for c := range numColumns {
-				if c > 0 {
-					q.WriteString(", ")
-				}
-				q.WriteString("$" + strconv.Itoa(i*numColumns+c+1))
-			}
-			q.WriteByte(')')
-			args = append(args, s.rowArgs(r)...)
-		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return err
-		}
-		rs = rs[n:]
 	}
 	return nil
-}
-
-// insertOneRow is the single-row INSERT of oneRowInserts, with positional
-// parameters, which the SQLite driver binds without a name to look up.
-var insertOneRow = func() string {
-	var q strings.Builder
-	q.WriteString("INSERT INTO audit_records (" + columns + ") VALUES (")
-	for c := range numColumns {
-		if c > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("?")
-	}
-	q.WriteByte(')')
-	return q.String()
-}()
-
-// rowArgs are r's values in the order of columns.
-func (s *sqlStore) rowArgs(r Record) []any {
-	var a any
-	if len(r.Args) > 0 {
-		a = string(r.Args)
-	}
-	return []any{r.ID, r.ParentID, s.d.time(r.Time), r.RequestID, r.Protocol, r.ProtocolVersion,
-		r.TokenLabel, r.Role, r.Scope, r.UserID, r.Capability, r.Plugin, a, string(r.Decision), r.Step,
-		r.Reason, string(r.Outcome), r.ErrorCode, r.ErrorRef, int64(r.Latency)}
 }
 
 func (s *sqlStore) Query(ctx context.Context, f Filter) (Page, error) {
@@ -411,6 +361,7 @@ func (s *sqlStore) Query(ctx context.Context, f Filter) (Page, error) {
 	if limit == 0 {
 		limit = DefaultLimit
 	}
+	since, until := f.Since.Truncate(time.Microsecond), f.Until.Truncate(time.Microsecond)
 	var (
 		where []string
 		args  []any
@@ -420,59 +371,237 @@ func (s *sqlStore) Query(ctx context.Context, f Filter) (Page, error) {
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
 	if !f.Since.IsZero() {
-		add("time >= ?", s.d.time(f.Since.Truncate(time.Microsecond)))
+		add("max_time >= ?", s.d.time(since))
 	}
 	if !f.Until.IsZero() {
-		add("time < ?", s.d.time(f.Until.Truncate(time.Microsecond)))
+		add("min_time < ?", s.d.time(until))
 	}
-	for _, eq := range []struct{ col, v string }{
-		{"token_label", f.TokenLabel}, {"user_id", f.UserID}, {"capability", f.Capability},
-		{"request_id", f.RequestID}, {"decision", string(f.Decision)}, {"step", f.Step},
-	} {
-		if eq.v != "" {
-			add(eq.col+" = ?", eq.v)
+	for _, k := range []key{{keyToken, f.TokenLabel}, {keyUser, f.UserID}, {keyCapability, f.Capability},
+		{keyRequest, f.RequestID}, {keyDecision, string(f.Decision)}, {keyStep, f.Step}} {
+		if k.value != "" {
+			add(s.d.contains, needle(k.kind, k.value))
 		}
 	}
-	order := "DESC"
-	if f.Order == OldestFirst {
-		order = "ASC"
-		if f.After > 0 {
-			add("seq > ?", f.After)
+	newest := f.Order != OldestFirst
+	// The cursor moves from block to block; records are filtered by it
+	// exactly below.
+	cursor, cond, order := f.After, "first_seq < ?", " DESC"
+	if !newest {
+		cond, order = "last_seq > ?", " ASC"
+	}
+	matches := func(r *Record) bool {
+		switch {
+		case f.After > 0 && newest && r.Seq >= f.After, f.After > 0 && !newest && r.Seq <= f.After,
+			!f.Since.IsZero() && r.Time.Before(since), !f.Until.IsZero() && !r.Time.Before(until),
+			f.TokenLabel != "" && r.TokenLabel != f.TokenLabel, f.UserID != "" && r.UserID != f.UserID,
+			f.Capability != "" && r.Capability != f.Capability, f.RequestID != "" && r.RequestID != f.RequestID,
+			f.Decision != "" && r.Decision != f.Decision, f.Step != "" && r.Step != f.Step:
+			return false
 		}
-	} else if f.After > 0 {
-		add("seq < ?", f.After)
+		return true
 	}
-	q := "SELECT seq, " + columns + " FROM audit_records"
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	args = append(args, limit+1)
-	q += " ORDER BY seq " + order + " LIMIT $" + strconv.Itoa(len(args))
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return Page{}, fmt.Errorf("query audit records: %w", err)
-	}
-	defer rows.Close()
 	page := Page{Next: f.After}
-	for rows.Next() {
-		if len(page.Records) == limit {
-			page.More = true
-			break
+	for {
+		q := "SELECT first_seq, body FROM audit_blocks"
+		bargs := args
+		bwhere := where
+		if cursor > 0 {
+			bargs = append(slices.Clip(args), cursor)
+			bwhere = append(slices.Clip(where), strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(bargs))))
 		}
-		r, err := scan(rows)
+		if len(bwhere) > 0 {
+			q += " WHERE " + strings.Join(bwhere, " AND ")
+		}
+		q += " ORDER BY first_seq" + order + " LIMIT " + strconv.Itoa(queryBlocks)
+		blocks, err := readBlocks(ctx, s.db, q, bargs...)
 		if err != nil {
 			return Page{}, fmt.Errorf("query audit records: %w", err)
 		}
-		page.Records = append(page.Records, r)
-		page.Next = r.Seq
+		for _, rs := range blocks {
+			if newest {
+				slices.Reverse(rs)
+			}
+			for i := range rs {
+				if !matches(&rs[i]) {
+					continue
+				}
+				if len(page.Records) == limit {
+					page.More = true
+					return page, nil
+				}
+				page.Records = append(page.Records, rs[i])
+				page.Next = rs[i].Seq
+			}
+		}
+		if len(blocks) < queryBlocks {
+			return page, nil
+		}
+		last := blocks[len(blocks)-1]
+		// The next round starts past this block: by its first seq going
+		// back, by its last going forward.
+		if newest {
+			cursor, cond = last[len(last)-1].Seq, "first_seq < ?"
+		} else {
+			cursor, cond = last[len(last)-1].Seq, "first_seq > ?"
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return Page{}, fmt.Errorf("query audit records: %w", err)
-	}
-	return page, nil
 }
 
-func scan(rows *sql.Rows) (Record, error) {
+// querier is a database or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// readBlocks runs q, which selects first_seq and body, and decodes the
+// blocks.
+func readBlocks(ctx context.Context, db querier, q string, args ...any) ([][]Record, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var blocks [][]Record
+	for rows.Next() {
+		var (
+			first int64
+			body  []byte
+		)
+		if err := rows.Scan(&first, &body); err != nil {
+			return nil, err
+		}
+		rs, err := decodeBlock(first, body)
+		if err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, rs)
+	}
+	return blocks, rows.Err()
+}
+
+func (s *sqlStore) DeleteBefore(ctx context.Context, t time.Time) (int64, error) {
+	if t.IsZero() {
+		return 0, fmt.Errorf("delete audit records: %w: time is unset", ErrInvalid)
+	}
+	t = t.Truncate(time.Microsecond)
+	at := s.d.time(t)
+	var total int64
+	// Blocks wholly older than t, a few at a time.
+	for {
+		var n, deleted int64
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			rows, err := tx.QueryContext(ctx, `DELETE FROM audit_blocks WHERE first_seq IN
+				(SELECT first_seq FROM audit_blocks WHERE max_time < $1 LIMIT $2`+s.d.skipLocked+`) RETURNING records`, at, s.deleteBlocks)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var c int64
+				if err := rows.Scan(&c); err != nil {
+					return err
+				}
+				n, deleted = n+1, deleted+c
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return total, fmt.Errorf("delete audit records: %w", err)
+		}
+		total += deleted
+		if n < int64(s.deleteBlocks) {
+			break
+		}
+	}
+	// Blocks holding records on both sides of t keep the newer ones.
+	for {
+		var n, deleted int64
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			blocks, err := readBlocks(ctx, tx, `SELECT first_seq, body FROM audit_blocks
+				WHERE min_time < $1 AND max_time >= $1 ORDER BY first_seq LIMIT $2`+s.d.skipLocked, at, s.deleteBlocks)
+			if err != nil {
+				return err
+			}
+			n = int64(len(blocks))
+			for _, rs := range blocks {
+				first := rs[0].Seq
+				kept := slices.DeleteFunc(slices.Clone(rs), func(r Record) bool { return r.Time.Before(t) })
+				deleted += int64(len(rs) - len(kept))
+				if _, err := tx.ExecContext(ctx, `DELETE FROM audit_blocks WHERE first_seq = $1`, first); err != nil {
+					return err
+				}
+				if err := s.insertBlocks(ctx, tx, kept); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("delete audit records: %w", err)
+		}
+		total += deleted
+		if n < int64(s.deleteBlocks) {
+			return total, nil
+		}
+	}
+}
+
+// legacyColumns are audit_records_v1's, in the order scanLegacy reads.
+const legacyColumns = `seq, id, parent_id, time, request_id, protocol, protocol_version, token_label, role, scope,
+	user_id, capability, plugin, args, decision, step, reason, outcome, error_code, error_ref, latency_ns`
+
+// convertLegacy moves the records left in the first schema's table into
+// blocks, a block a transaction, keeping their seqs, and drops the table
+// once it is empty. Replicas opening at once take turns on the sequence
+// row.
+func (s *sqlStore) convertLegacy(ctx context.Context) error {
+	for done := false; !done; {
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			var last int64
+			if err := tx.QueryRowContext(ctx, `UPDATE audit_sequence SET last = last RETURNING last`).Scan(&last); err != nil {
+				return fmt.Errorf("lock the sequence: %w", err)
+			}
+			var exists bool
+			if err := tx.QueryRowContext(ctx, s.d.legacyExists).Scan(&exists); err != nil || !exists {
+				done = true
+				return err
+			}
+			rows, err := tx.QueryContext(ctx, `SELECT `+legacyColumns+` FROM audit_records_v1 ORDER BY seq LIMIT $1`, maxBlockRecords)
+			if err != nil {
+				return err
+			}
+			var rs []Record
+			for rows.Next() {
+				r, err := scanLegacy(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				rs = append(rs, r)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(rs) == 0 {
+				done = true
+				_, err := tx.ExecContext(ctx, `DROP TABLE audit_records_v1`)
+				return err
+			}
+			if err := s.insertBlocks(ctx, tx, rs); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `DELETE FROM audit_records_v1 WHERE seq <= $1`, rs[len(rs)-1].Seq)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("convert audit records to blocks: %w", err)
+		}
+	}
+	return nil
+}
+
+// scanLegacy reads a row of legacyColumns.
+func scanLegacy(rows *sql.Rows) (Record, error) {
 	var (
 		r                 Record
 		t                 any
@@ -502,26 +631,4 @@ func scan(rows *sql.Rows) (Record, error) {
 	}
 	r.Decision, r.Outcome, r.Latency = Decision(decision), Outcome(outcome), time.Duration(latency)
 	return r, nil
-}
-
-func (s *sqlStore) DeleteBefore(ctx context.Context, t time.Time) (int64, error) {
-	if t.IsZero() {
-		return 0, fmt.Errorf("delete audit records: %w: time is unset", ErrInvalid)
-	}
-	at := s.d.time(t.Truncate(time.Microsecond))
-	var total int64
-	for {
-		res, err := s.db.ExecContext(ctx, s.d.deleteBefore, at, s.deleteBatch)
-		if err != nil {
-			return total, fmt.Errorf("delete audit records: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("delete audit records: %w", err)
-		}
-		total += n
-		if n < int64(s.deleteBatch) {
-			return total, nil
-		}
-	}
 }

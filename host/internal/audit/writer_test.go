@@ -269,7 +269,7 @@ func TestWriterAppendTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(`LOCK TABLE audit_records IN ACCESS EXCLUSIVE MODE`); err != nil {
+	if _, err := tx.Exec(`LOCK TABLE audit_sequence IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
 	w := newWriter(t, s, audit.WriterConfig{FlushInterval: 5 * time.Millisecond, AppendTimeout: 50 * time.Millisecond})

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,7 @@ func RunContract(t *testing.T, where Where) {
 		{"Filters", testFilters},
 		{"TimeRange", testTimeRange},
 		{"Paging", testPaging},
+		{"PagingAcrossAppends", testPagingAcrossAppends},
 		{"InvalidFilters", testInvalidFilters},
 		{"Follow", testFollow},
 		{"DeleteBefore", testDeleteBefore},
@@ -81,27 +83,33 @@ func (e *Env) Open(opts ...audit.Option) audit.Store {
 	return s
 }
 
-// FailWrites makes the database refuse every insert of an audit record
-// (of one request id, when requestID is not empty) until the returned
-// function is called: a trigger that raises an error, so the failure is
-// the engine's own, inside the append's transaction.
+// FailWrites makes the database refuse every insert of audit records (of
+// those holding one request id, when requestID is not empty) until the
+// returned function is called: a trigger that raises an error, so the
+// failure is the engine's own, inside the append's transaction.
 func (e *Env) FailWrites(requestID string) (repair func()) {
 	e.T.Helper()
-	cond := "NEW.capability <> ''"
-	if requestID != "" {
-		cond = "NEW.request_id = '" + strings.ReplaceAll(requestID, "'", "''") + "'"
-	}
-	return e.refuse("INSERT", cond)
+	return e.refuse("INSERT", func(pg bool) string {
+		if requestID == "" {
+			return "NEW.records > 0"
+		}
+		// The block's keys hold each request id between two 0x1F.
+		lit := "'r:" + strings.ReplaceAll(requestID, "'", "''") + "'"
+		if pg {
+			return "strpos(NEW.keys, chr(31) || " + lit + " || chr(31)) > 0"
+		}
+		return "instr(NEW.keys, char(31) || " + lit + " || char(31)) > 0"
+	})
 }
 
-// FailDeletes makes the database refuse every delete of an audit record
+// FailDeletes makes the database refuse every delete of audit records
 // until the returned function is called.
 func (e *Env) FailDeletes() (repair func()) {
 	e.T.Helper()
-	return e.refuse("DELETE", "OLD.capability <> ''")
+	return e.refuse("DELETE", func(bool) string { return "OLD.records > 0" })
 }
 
-func (e *Env) refuse(event, cond string) (repair func()) {
+func (e *Env) refuse(event string, cond func(pg bool) string) (repair func()) {
 	e.T.Helper()
 	db, pg := e.raw()
 	name := "audit_test_refuse_" + strings.ToLower(event)
@@ -110,12 +118,12 @@ func (e *Env) refuse(event, cond string) (repair func()) {
 		create = []string{
 			`CREATE OR REPLACE FUNCTION audit_test_refuse() RETURNS trigger LANGUAGE plpgsql AS
 				$$BEGIN RAISE EXCEPTION 'audit test: writes refused'; END$$`,
-			`CREATE TRIGGER ` + name + ` BEFORE ` + event + ` ON audit_records FOR EACH ROW WHEN (` + cond + `)
+			`CREATE TRIGGER ` + name + ` BEFORE ` + event + ` ON audit_blocks FOR EACH ROW WHEN (` + cond(true) + `)
 				EXECUTE FUNCTION audit_test_refuse()`,
 		}
-		drop = []string{`DROP TRIGGER ` + name + ` ON audit_records`}
+		drop = []string{`DROP TRIGGER ` + name + ` ON audit_blocks`}
 	} else {
-		create = []string{`CREATE TRIGGER ` + name + ` BEFORE ` + event + ` ON audit_records WHEN ` + cond + `
+		create = []string{`CREATE TRIGGER ` + name + ` BEFORE ` + event + ` ON audit_blocks WHEN ` + cond(false) + `
 			BEGIN SELECT RAISE(ABORT, 'audit test: writes refused'); END`}
 		drop = []string{`DROP TRIGGER ` + name}
 	}
@@ -388,19 +396,19 @@ func testInvalidRecords(t *testing.T, e *Env) {
 
 func testBatchAllOrNothing(t *testing.T, e *Env) {
 	s := e.Open()
-	// More records than one INSERT statement carries, failing late.
+	// More records than one block holds, failing in the second block.
 	var batch []audit.Record
-	for i := range 130 {
+	for i := range 700 {
 		batch = append(batch, Rec(fmt.Sprintf("r%03d", i), "booking.create", time.Duration(i)*time.Millisecond))
 	}
-	repair := e.FailWrites("r120")
+	repair := e.FailWrites("r620")
 	if err := s.Append(ctx(), batch); err == nil || !strings.Contains(err.Error(), "writes refused") {
 		t.Fatalf("Append into a refusing database = %v; want the engine's error", err)
 	}
 	wantRequests(t, "after a failed batch", All(t, s, audit.Filter{}))
 	repair()
 	mustAppend(t, s, batch...)
-	if got := All(t, s, audit.Filter{}); len(got) != len(batch) || got[0].RequestID != "r000" || got[129].RequestID != "r129" {
+	if got := All(t, s, audit.Filter{}); len(got) != len(batch) || got[0].RequestID != "r000" || got[699].RequestID != "r699" {
 		t.Fatalf("after retrying the batch: %d records; want %d in order", len(got), len(batch))
 	}
 }
@@ -503,6 +511,64 @@ func testPaging(t *testing.T, e *Env) {
 	wantRequests(t, "oldest first, all", All(t, s, audit.Filter{})[:3], "r000", "r001", "r002")
 	if got := len(query(t, s, audit.Filter{Limit: audit.MaxLimit}).Records); got != 250 {
 		t.Fatalf("MaxLimit page has %d records; want all 250", got)
+	}
+}
+
+// testPagingAcrossAppends reads pages and filters over many appends, with
+// matches sparse and dense, in both orders, and a value holding the byte
+// the store's keys are written between.
+func testPagingAcrossAppends(t *testing.T, e *Env) {
+	s := e.Open()
+	const appends, size = 40, 13
+	var want, wantBob []string
+	for a := range appends {
+		var rs []audit.Record
+		for i := range size {
+			r := Rec(fmt.Sprintf("a%02d-%02d", a, i), "booking.create", time.Duration(a*size+i)*time.Second)
+			if (a*size+i)%37 == 0 {
+				r.UserID, r.TokenLabel = "bob", "odd\x1flabel"
+				wantBob = append(wantBob, r.RequestID)
+			}
+			want = append(want, r.RequestID)
+			rs = append(rs, r)
+		}
+		mustAppend(t, s, rs...)
+	}
+	for _, order := range []audit.Order{audit.OldestFirst, audit.NewestFirst} {
+		for _, limit := range []int{1, 7, 100, audit.MaxLimit} {
+			for _, tc := range []struct {
+				f    audit.Filter
+				want []string
+			}{
+				{audit.Filter{}, want},
+				{audit.Filter{UserID: "bob"}, wantBob},
+				{audit.Filter{TokenLabel: "odd\x1flabel", Capability: "booking.create"}, wantBob},
+				{audit.Filter{TokenLabel: "odd\uFFFDlabel"}, nil},
+				{audit.Filter{Since: T0.Add(100 * time.Second), Until: T0.Add(110 * time.Second)}, want[100:110]},
+			} {
+				f := tc.f
+				f.Order, f.Limit = order, limit
+				var got []string
+				for pages := 0; ; pages++ {
+					p := query(t, s, f)
+					got = append(got, requestIDs(p.Records)...)
+					if !p.More {
+						break
+					}
+					if len(p.Records) != limit || pages > len(want) {
+						t.Fatalf("%+v: a page of %d records says more; want full pages", f, len(p.Records))
+					}
+					f.After = p.Next
+				}
+				w := slices.Clone(tc.want)
+				if order == audit.NewestFirst {
+					slices.Reverse(w)
+				}
+				if !slices.Equal(got, w) {
+					t.Fatalf("%s first, limit %d, %+v:\n got %v\nwant %v", order, limit, tc.f, got, w)
+				}
+			}
+		}
 	}
 }
 

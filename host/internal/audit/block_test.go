@@ -1,0 +1,235 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capgate/capgate/sdk/pgtest"
+	"github.com/capgate/capgate/sdk/sqlmigrate"
+)
+
+func blockRecords() []Record {
+	t0 := time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
+	rs := []Record{
+		{Seq: 7, ID: "01J", Time: t0.Add(time.Minute), RequestID: "r1", Protocol: "mcp", ProtocolVersion: "2025-11-25",
+			TokenLabel: "ci", Role: "customer", Scope: "action", UserID: "alice", Capability: "booking.create", Plugin: "booking",
+			Args: []byte(`{"a":1}`), Decision: Admitted, Outcome: OutcomeToolError, ErrorCode: "conflict", Latency: 3 * time.Millisecond},
+		{Seq: 8, ID: "01K", ParentID: "01J", Time: t0, RequestID: "r1", Capability: "platform.search",
+			Decision: Refused, Step: "permission", Reason: "needs search.read — ünïcode"},
+		{Seq: 12, ID: "01L", Time: t0.Add(-time.Hour), Capability: "x.y", Decision: Admitted, Outcome: OutcomeInternalError, ErrorRef: "01L"},
+	}
+	return rs
+}
+
+func TestBlockRoundTrip(t *testing.T) {
+	rs := blockRecords()
+	b := encodeBlock(rs)
+	if b.first != 7 || b.last != 12 || b.count != 3 || !b.minTime.Equal(rs[2].Time) || !b.maxTime.Equal(rs[0].Time) {
+		t.Fatalf("block span = seqs %d..%d, %d records, times %v..%v", b.first, b.last, b.count, b.minTime, b.maxTime)
+	}
+	got, err := decodeBlock(b.first, b.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rs) {
+		t.Fatalf("decoded\n %+v\nwant\n %+v", got, rs)
+	}
+	for _, want := range []string{needle(keyToken, "ci"), needle(keyUser, "alice"), needle(keyCapability, "platform.search"),
+		needle(keyRequest, "r1"), needle(keyDecision, "refused"), needle(keyStep, "permission")} {
+		if !strings.Contains(b.keys, want) {
+			t.Errorf("keys %q lack %q", b.keys, want)
+		}
+	}
+	if strings.Count(b.keys, needle(keyRequest, "r1")) != 1 {
+		t.Errorf("keys %q repeat a value", b.keys)
+	}
+	if strings.Contains(b.keys, needle(keyUser, "")) {
+		t.Errorf("keys %q hold an empty value", b.keys)
+	}
+}
+
+// TestDecodeBlockRefusesCorruption: every cut and every flipped layout
+// byte is an error naming the block, never a panic or a silent record.
+func TestDecodeBlockRefusesCorruption(t *testing.T) {
+	b := encodeBlock(blockRecords())
+	for n := range len(b.body) {
+		if _, err := decodeBlock(7, b.body[:n]); !errors.Is(err, errCorrupt) {
+			// A cut between two records decodes to the records before it.
+			if rs, _ := decodeBlock(7, b.body[:n]); len(rs) == 0 || len(rs) == 3 {
+				t.Fatalf("body cut at %d of %d: %v", n, len(b.body), err)
+			}
+		}
+	}
+	bad := append([]byte{2}, b.body[1:]...)
+	if _, err := decodeBlock(7, bad); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "seq 7") {
+		t.Fatalf("unknown layout: %v", err)
+	}
+	// Seqs must increase: two records of all-empty fields, both at delta 0.
+	empty := func(delta byte) []byte { return append([]byte{delta, 0, 0}, make([]byte, 18)...) }
+	if rs, err := decodeBlock(1, append([]byte{blockVersion}, empty(0)...)); err != nil || len(rs) != 1 {
+		t.Fatalf("one empty record: %v, %v", rs, err)
+	}
+	twice := append(append([]byte{blockVersion}, empty(0)...), empty(0)...)
+	if _, err := decodeBlock(1, twice); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "out of order") {
+		t.Fatalf("repeated seq: %v", err)
+	}
+}
+
+func FuzzDecodeBlock(f *testing.F) {
+	f.Add(encodeBlock(blockRecords()).body)
+	f.Add([]byte{blockVersion})
+	f.Add([]byte{blockVersion, 0, 0, 0, 200})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rs, err := decodeBlock(1, body)
+		if err != nil {
+			if !errors.Is(err, errCorrupt) {
+				t.Fatalf("error %v is not errCorrupt", err)
+			}
+			return
+		}
+		// What decodes encodes to the same records.
+		again, err := decodeBlock(1, encodeBlock(rs).body)
+		if err != nil || !reflect.DeepEqual(again, rs) {
+			t.Fatalf("re-encoded block: %v\n got %+v\nwant %+v", err, again, rs)
+		}
+	})
+}
+
+// TestCorruptBlockIsAQueryError: a block that does not decode fails the
+// query that reads it, saying where.
+func TestCorruptBlockIsAQueryError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := OpenSQLite(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(t.Context(), []Record{{Capability: "a.b", Decision: Admitted, Outcome: OutcomeOK}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.(*sqlStore).db.Exec(`UPDATE audit_blocks SET body = x'01ff'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Query(t.Context(), Filter{}); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "at seq 1") {
+		t.Fatalf("Query over a corrupt block = %v; want errCorrupt at seq 1", err)
+	}
+}
+
+// TestLegacyRecordsConvert: records written under the first schema, a row
+// each, are in blocks after opening, with their seqs; seqs go on past the
+// highest ever handed out, and the old table is gone.
+func TestLegacyRecordsConvert(t *testing.T) {
+	for _, engine := range []struct {
+		name string
+		d    sqlmigrate.Dialect
+		open func(t *testing.T) (raw *sql.DB, reopen func() (Store, error))
+	}{
+		{"sqlite", sqlmigrate.SQLite, func(t *testing.T) (*sql.DB, func() (Store, error)) {
+			path := filepath.Join(t.TempDir(), FileName)
+			raw, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw, func() (Store, error) { return OpenSQLite(context.Background(), path) }
+		}},
+		{"postgres", sqlmigrate.Postgres, func(t *testing.T) (*sql.DB, func() (Store, error)) {
+			dsn := pgtest.SchemaDSN(t)
+			raw, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw, func() (Store, error) { return OpenPostgres(context.Background(), dsn) }
+		}},
+	} {
+		t.Run(engine.name, func(t *testing.T) {
+			raw, reopen := engine.open(t)
+			defer raw.Close()
+			sub, err := fs.Sub(migrationFiles, "migrations")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms, err := sqlmigrate.LoadDialect(sub, engine.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sqlmigrate.Apply(t.Context(), raw, engine.d, ms[:1], sqlmigrate.WithTable(HistoryTable)); err != nil {
+				t.Fatal(err)
+			}
+			d := sqliteDialect
+			if engine.d == sqlmigrate.Postgres {
+				d = postgresDialect
+			}
+			// 1,200 rows: more than two blocks; then the newest ten
+			// deleted, so the highest seq handed out is no row's.
+			const rows = 1200
+			t0 := time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
+			tx, err := raw.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range rows {
+				if _, err := tx.Exec(`INSERT INTO audit_records (id, parent_id, time, request_id, protocol, protocol_version, token_label,
+					role, scope, user_id, capability, plugin, args, decision, step, reason, outcome, error_code, error_ref, latency_ns)
+					VALUES ($1, '', $2, $3, 'mcp', '2025-11-25', 'ci', 'customer', 'action', 'alice', 'booking.create', 'booking',
+					'{"i":1}', 'admitted', '', '', 'ok', '', '', 5)`,
+					fmt.Sprintf("id%04d", i), d.time(t0.Add(time.Duration(i)*time.Second)), fmt.Sprintf("r%04d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := tx.Exec(`DELETE FROM audit_records WHERE request_id >= 'r1190'`); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := reopen()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var all []Record
+			for f := (Filter{Order: OldestFirst, Limit: MaxLimit}); ; {
+				p, err := s.Query(t.Context(), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, p.Records...)
+				if !p.More {
+					break
+				}
+				f.After = p.Next
+			}
+			if len(all) != rows-10 {
+				t.Fatalf("%d records after converting; want %d", len(all), rows-10)
+			}
+			for i, r := range all {
+				want := Record{Seq: int64(i + 1), ID: fmt.Sprintf("id%04d", i), Time: t0.Add(time.Duration(i) * time.Second),
+					RequestID: fmt.Sprintf("r%04d", i), Protocol: "mcp", ProtocolVersion: "2025-11-25", TokenLabel: "ci",
+					Role: "customer", Scope: "action", UserID: "alice", Capability: "booking.create", Plugin: "booking",
+					Args: []byte(`{"i":1}`), Decision: Admitted, Outcome: OutcomeOK, Latency: 5}
+				if !reflect.DeepEqual(r, want) {
+					t.Fatalf("record %d:\n got %+v\nwant %+v", i, r, want)
+				}
+			}
+			if err := s.Append(t.Context(), []Record{{RequestID: "new", Capability: "a.b", Decision: Admitted, Outcome: OutcomeOK}}); err != nil {
+				t.Fatal(err)
+			}
+			p, err := s.Query(t.Context(), Filter{RequestID: "new"})
+			if err != nil || len(p.Records) != 1 || p.Records[0].Seq != rows+1 {
+				t.Fatalf("new record: %+v, %v; want seq %d", p.Records, err, rows+1)
+			}
+			var exists bool
+			if err := raw.QueryRow(d.legacyExists).Scan(&exists); err != nil || exists {
+				t.Fatalf("old table still there (%v, %v)", exists, err)
+			}
+		})
+	}
+}
