@@ -38,6 +38,13 @@ func Redact(args json.RawMessage, sensitive []Path, max int) json.RawMessage {
 			return json.RawMessage(strconv.Quote(RedactedMarker))
 		}
 	}
+	if cannotMatch(args, sensitive) {
+		// Nothing to redact: compact and cap, as the walk would.
+		if nesting(args) > MaxDepth {
+			return placeholder("too_deep", len(args))
+		}
+		return capArgs(args, max)
+	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber() // numbers keep their literal
 	r := redactor{dec: dec}
@@ -183,4 +190,52 @@ func (r *redactor) str(s string) error {
 	}
 	r.out.Truncate(r.out.Len() - 1) // Encode's newline
 	return nil
+}
+
+// cannotMatch reports that no path can name a value of args, without
+// decoding them: with no backslash in args every member name is written
+// literally, so a path with a name that appears nowhere quoted in args
+// matches nothing. Most calls hold no sensitive field, and the token walk
+// cost more than the rest of their record.
+func cannotMatch(args []byte, paths []Path) bool {
+	if bytes.IndexByte(args, '\\') >= 0 {
+		return false
+	}
+	var quoted []byte
+	for _, p := range paths {
+		absent := false
+		for _, name := range p {
+			if name == "*" {
+				continue
+			}
+			quoted = append(append(append(quoted[:0], '"'), name...), '"')
+			if !bytes.Contains(args, quoted) {
+				absent = true
+				break
+			}
+		}
+		if !absent {
+			return false
+		}
+	}
+	return true
+}
+
+// nesting is the deepest nesting of arrays and objects in args, which hold
+// no backslash, so every quote opens or closes a string.
+func nesting(args []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for _, c := range args {
+		switch {
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }

@@ -70,6 +70,10 @@ func TestRedactCap(t *testing.T) {
 	if got := audit.Redact(nest(audit.MaxDepth/2), nil, 1<<20); isPlaceholder(got) {
 		t.Fatalf("Redact(%d levels) = %.40s; want it copied", audit.MaxDepth, got)
 	}
+	// Brackets inside strings are not nesting.
+	if got := audit.Redact(json.RawMessage(`{"a":"`+strings.Repeat("[{", audit.MaxDepth)+`"}`), nil, 1<<20); isPlaceholder(got) {
+		t.Fatalf("Redact of brackets in a string = %.40s; want it copied", got)
+	}
 	deep := nest(audit.MaxDepth/2 + 1)
 	if got, want := audit.Redact(deep, nil, 1<<20), fmt.Sprintf(`{"$audit":"too_deep","bytes":%d}`, len(deep)); string(got) != want {
 		t.Fatalf("Redact(%d levels) = %.40s; want %s", audit.MaxDepth+2, got, want)
@@ -86,6 +90,7 @@ func FuzzRedact(f *testing.F) {
 		`{"password":"x","list":[{"token":"t"},{"b":1}],"a":{"secret":2}}`,
 		`[1,2,{"password":null}]`, `"s"`, `{"a":`, `{}`, ``, `{"list":{"x":{"token":1}}}`,
 		"{\"p\xffassword\":\"\xfe\"}", `{"password":"a","password":{"b":[1]}}`, `1e400`, `[[[[]]]]`,
+		`{"user":"x","n":[1,{"m":"secret"}]}`, `{"pass\u0077ord":"x"}`, `{"list":[{"tok":"token"}]}`,
 	} {
 		f.Add([]byte(s), "hunterTwo")
 	}

@@ -306,7 +306,13 @@ func (s *sqlStore) Append(ctx context.Context, records []Record) error {
 	if err != nil {
 		return fmt.Errorf("append audit records: %w", err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.appendPrepared(ctx, rs)
+}
+
+// appendPrepared is Append of records already prepared, as a Writer
+// queues them; it sets their Seq.
+func (s *sqlStore) appendPrepared(ctx context.Context, rs []Record) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// Taking the range locks the sequence row until commit, so appends
 		// commit in the order of their seqs.
 		var last int64

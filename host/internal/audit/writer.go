@@ -328,7 +328,12 @@ func (w *Writer) flush(fullOnly bool) {
 		w.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(w.ctx, w.cfg.AppendTimeout)
-		err := w.store.Append(ctx, batch)
+		var err error
+		if p, ok := w.store.(preparedAppender); ok {
+			err = p.appendPrepared(ctx, batch)
+		} else {
+			err = w.store.Append(ctx, batch)
+		}
 		cancel()
 		if err == nil {
 			w.mu.Lock()
@@ -361,6 +366,12 @@ func (w *Writer) flush(fullOnly bool) {
 			return
 		}
 	}
+}
+
+// preparedAppender is a Store that takes records as Write prepared them
+// (validated, bounded, ID and Time set) without doing it again.
+type preparedAppender interface {
+	appendPrepared(ctx context.Context, records []Record) error
 }
 
 func (w *Writer) isClosing() bool {
