@@ -139,18 +139,23 @@ func (d *Dispatcher) limit(ctx context.Context, pol *compiledPolicy, p Principal
 	if d.limiter == nil || pol.limits.IsZero() {
 		return nil, nil
 	}
-	for _, b := range []struct {
-		key  string
-		rate Rate
-		what string
-	}{
-		{"call\x00" + p.Token + "\x00" + capability, pol.limits.forCall(p, capability), "this token's calls to " + capability},
-		{"token\x00" + p.Token, pol.limits.PerToken, "this token's calls"},
-	} {
-		if b.rate.IsZero() {
+	// Keys and messages are built only when needed: this runs on every
+	// call.
+	for i := range 2 {
+		var rate Rate
+		if i == 0 {
+			rate = pol.limits.forCall(p, capability)
+		} else {
+			rate = pol.limits.PerToken
+		}
+		if rate.IsZero() {
 			continue
 		}
-		ok, wait, err := d.limiter.Allow(ctx, b.key, b.rate)
+		key := "token\x00" + p.Token
+		if i == 0 {
+			key = "call\x00" + p.Token + "\x00" + capability
+		}
+		ok, wait, err := d.limiter.Allow(ctx, key, rate)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -159,9 +164,13 @@ func (d *Dispatcher) limit(ctx context.Context, pol *compiledPolicy, p Principal
 				Reason: "the rate-limit count is unavailable, so calls are refused until it is back"}, nil
 		}
 		if !ok {
+			what := "this token's calls"
+			if i == 0 {
+				what += " to " + capability
+			}
 			wait = max(wait, time.Millisecond)
 			return &Refusal{Step: StepRateLimit, Capability: capability, RetryAfter: wait,
-				Reason: fmt.Sprintf("%s are limited to %s; retry in %s", b.what, b.rate, readable(wait))}, nil
+				Reason: fmt.Sprintf("%s are limited to %s; retry in %s", what, rate, readable(wait))}, nil
 		}
 	}
 	return nil, nil

@@ -50,6 +50,9 @@ func (m *Memory) Allow(_ context.Context, key string, r dispatch.Rate) (bool, ti
 		b = &bucket{rate: r, lim: rate.NewLimiter(rate.Every(r.Interval()), r.BurstOrCount())}
 		m.buckets[key] = b
 	}
+	if b.lim.AllowN(now, 1) {
+		return true, 0, nil // without the allocation of a reservation
+	}
 	res := b.lim.ReserveN(now, 1)
 	if !res.OK() {
 		return false, r.Per, nil

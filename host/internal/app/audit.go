@@ -51,14 +51,11 @@ func (a *auditor) Healthy() bool { return a.w.Healthy() }
 // Record implements dispatch.Auditor.
 func (a *auditor) Record(d dispatch.Decision) {
 	// The writer compacts, checks and caps the arguments it is given;
-	// redacting first is needed only where the capability marks a field.
+	// redacting first is needed only where they may hold a field the
+	// capability marks.
 	args := d.Args
-	if len(d.Sensitive) > 0 {
-		paths := make([]audit.Path, len(d.Sensitive))
-		for i, p := range d.Sensitive {
-			paths[i] = p
-		}
-		args = audit.Redact(d.Args, paths, 0)
+	if len(d.Sensitive) > 0 && !audit.NamesNone(d.Args, d.Sensitive) {
+		args = audit.Redact(d.Args, d.Sensitive, 0)
 	}
 	r := audit.Record{
 		ID: d.ID, ParentID: d.Origin.ParentID, Time: d.Time, Latency: d.Latency,

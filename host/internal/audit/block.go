@@ -37,39 +37,67 @@ type block struct {
 	body             []byte
 }
 
-// encodeBlock encodes records (normalized, Seq set and increasing).
+// builder encodes a block a record at a time: the store encodes the
+// records of an Append, and a Writer each record as Write takes it, so
+// that its queue holds bytes rather than records for the collector to
+// scan.
+type builder struct {
+	body             []byte
+	count            int
+	minTime, maxTime time.Time
+	keys             keySet
+}
+
+// add appends r at seq first+delta: its seq delta, then fields, which is
+// appendFields' encoding of r.
+func (b *builder) add(delta uint64, fields []byte, r *Record) {
+	if b.body == nil {
+		b.body = append(make([]byte, 0, 4096), blockVersion)
+	}
+	b.body = binary.AppendUvarint(b.body, delta)
+	b.body = append(b.body, fields...)
+	if b.count == 0 || r.Time.Before(b.minTime) {
+		b.minTime = r.Time
+	}
+	if b.count == 0 || r.Time.After(b.maxTime) {
+		b.maxTime = r.Time
+	}
+	b.count++
+	b.keys.add(r)
+}
+
+// block is the row of the built block, whose records have seqs first to
+// last.
+func (b *builder) block(first, last int64) block {
+	return block{first: first, last: last, count: b.count, minTime: b.minTime, maxTime: b.maxTime, keys: b.keys.String(), body: b.body}
+}
+
+// appendFields appends what a block holds of r after its seq delta.
+func appendFields(buf []byte, r *Record) []byte {
+	buf = binary.AppendVarint(buf, r.Time.UnixMicro())
+	buf = binary.AppendUvarint(buf, uint64(r.Latency))
+	for _, s := range [...]string{r.ID, r.ParentID, r.RequestID, r.Protocol, r.ProtocolVersion, r.TokenLabel,
+		r.Role, r.Scope, r.UserID, r.Capability, r.Plugin, string(r.Decision), r.Step, r.Reason,
+		string(r.Outcome), r.ErrorCode, r.ErrorRef} {
+		buf = binary.AppendUvarint(buf, uint64(len(s)))
+		buf = append(buf, s...)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(r.Args)))
+	return append(buf, r.Args...)
+}
+
+// encodeBlock encodes records (normalized, Seq set and increasing), which
+// retention and conversion keep with the seqs they have.
 func encodeBlock(rs []Record) block {
-	b := block{first: rs[0].Seq, last: rs[len(rs)-1].Seq, count: len(rs), minTime: rs[0].Time, maxTime: rs[0].Time}
-	size := 1
-	for _, r := range rs {
-		size += 40 + len(r.ID) + len(r.ParentID) + len(r.RequestID) + len(r.Protocol) + len(r.ProtocolVersion) +
-			len(r.TokenLabel) + len(r.Role) + len(r.Scope) + len(r.UserID) + len(r.Capability) + len(r.Plugin) +
-			len(r.Args) + len(r.Decision) + len(r.Step) + len(r.Reason) + len(r.Outcome) + len(r.ErrorCode) + len(r.ErrorRef)
+	var (
+		b   builder
+		buf []byte
+	)
+	for i := range rs {
+		buf = appendFields(buf[:0], &rs[i])
+		b.add(uint64(rs[i].Seq-rs[0].Seq), buf, &rs[i])
 	}
-	body := make([]byte, 1, size)
-	body[0] = blockVersion
-	for _, r := range rs {
-		if r.Time.Before(b.minTime) {
-			b.minTime = r.Time
-		}
-		if r.Time.After(b.maxTime) {
-			b.maxTime = r.Time
-		}
-		body = binary.AppendUvarint(body, uint64(r.Seq-b.first))
-		body = binary.AppendVarint(body, r.Time.UnixMicro())
-		body = binary.AppendUvarint(body, uint64(r.Latency))
-		for _, s := range [...]string{r.ID, r.ParentID, r.RequestID, r.Protocol, r.ProtocolVersion, r.TokenLabel,
-			r.Role, r.Scope, r.UserID, r.Capability, r.Plugin, string(r.Decision), r.Step, r.Reason,
-			string(r.Outcome), r.ErrorCode, r.ErrorRef} {
-			body = binary.AppendUvarint(body, uint64(len(s)))
-			body = append(body, s...)
-		}
-		body = binary.AppendUvarint(body, uint64(len(r.Args)))
-		body = append(body, r.Args...)
-	}
-	b.body = body
-	b.keys = blockKeys(rs)
-	return b
+	return b.block(rs[0].Seq, rs[len(rs)-1].Seq)
 }
 
 // decodeBlock decodes the body of the block whose first record has seq
@@ -197,28 +225,34 @@ func recordKeys(r *Record) [6]key {
 		{keyRequest, r.RequestID}, {keyDecision, string(r.Decision)}, {keyStep, r.Step}}
 }
 
-// blockKeys is the set of keys of rs, in first-seen order.
-func blockKeys(rs []Record) string {
-	seen := make(map[key]struct{}, 2*len(rs)+8)
-	var sb strings.Builder
-	sb.WriteString(keySep)
-	for i := range rs {
-		for _, k := range recordKeys(&rs[i]) {
-			if k.value == "" {
-				continue
-			}
-			if _, ok := seen[k]; ok {
-				continue
-			}
-			seen[k] = struct{}{}
-			sb.WriteByte(k.kind)
-			sb.WriteByte(':')
-			sb.WriteString(keyValue(k.value))
-			sb.WriteString(keySep)
-		}
-	}
-	return sb.String()
+// keySet collects the keys of a block's records, each once, in
+// first-seen order.
+type keySet struct {
+	seen map[key]struct{}
+	sb   strings.Builder
 }
+
+func (ks *keySet) add(r *Record) {
+	if ks.seen == nil {
+		ks.seen = make(map[key]struct{}, 16)
+		ks.sb.WriteString(keySep)
+	}
+	for _, k := range recordKeys(r) {
+		if k.value == "" {
+			continue
+		}
+		if _, ok := ks.seen[k]; ok {
+			continue
+		}
+		ks.seen[k] = struct{}{}
+		ks.sb.WriteByte(k.kind)
+		ks.sb.WriteByte(':')
+		ks.sb.WriteString(keyValue(k.value))
+		ks.sb.WriteString(keySep)
+	}
+}
+
+func (ks *keySet) String() string { return ks.sb.String() }
 
 // needle is what the keys of a block holding value for kind contain.
 func needle(kind byte, value string) string {

@@ -194,6 +194,18 @@ func capArgs(args json.RawMessage, max int) json.RawMessage {
 	if !utf8.Valid(args) {
 		return placeholder("invalid", len(args))
 	}
+	// Arguments usually arrive compact: with no whitespace at all, checking
+	// them is enough, and they are kept as they are (a record is encoded,
+	// and so copied, as soon as it is normalized).
+	if bytes.IndexAny(args, " \t\r\n") < 0 {
+		switch {
+		case !json.Valid(args):
+			return placeholder("invalid", len(args))
+		case len(args) > max:
+			return placeholder("truncated", len(args))
+		}
+		return args
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, args); err != nil {
 		return placeholder("invalid", len(args))

@@ -12,7 +12,7 @@ import (
 // the root, with "*" standing for every element of an array and every
 // member of an object. Path{"card", "number"} is args.card.number;
 // Path{"guests", "*", "phone"} is the phone of every guest.
-type Path []string
+type Path = []string
 
 // Redact returns args ready for Record.Args: each value at one of the
 // sensitive paths (whatever its type) replaced by the string RedactedMarker,
@@ -38,7 +38,7 @@ func Redact(args json.RawMessage, sensitive []Path, max int) json.RawMessage {
 			return json.RawMessage(strconv.Quote(RedactedMarker))
 		}
 	}
-	if cannotMatch(args, sensitive) {
+	if NamesNone(args, sensitive) {
 		// Nothing to redact: compact and cap, as the walk would.
 		if nesting(args) > MaxDepth {
 			return placeholder("too_deep", len(args))
@@ -192,12 +192,13 @@ func (r *redactor) str(s string) error {
 	return nil
 }
 
-// cannotMatch reports that no path can name a value of args, without
-// decoding them: with no backslash in args every member name is written
-// literally, so a path with a name that appears nowhere quoted in args
-// matches nothing. Most calls hold no sensitive field, and the token walk
-// cost more than the rest of their record.
-func cannotMatch(args []byte, paths []Path) bool {
+// NamesNone reports, without decoding args, that no value of args is at
+// one of the paths, so that Redact would only compact and cap them (as
+// Writer.Write does anyway). With no backslash in args every member name
+// is written literally, so a path with a name that appears nowhere quoted
+// in args matches nothing. Most calls hold no sensitive field, and the
+// token walk costs more than the rest of their record.
+func NamesNone(args []byte, paths []Path) bool {
 	if bytes.IndexByte(args, '\\') >= 0 {
 		return false
 	}

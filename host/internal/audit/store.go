@@ -306,26 +306,46 @@ func (s *sqlStore) Append(ctx context.Context, records []Record) error {
 	if err != nil {
 		return fmt.Errorf("append audit records: %w", err)
 	}
-	return s.appendPrepared(ctx, rs)
+	var (
+		bs  []*builder
+		buf []byte
+	)
+	for chunk := range slices.Chunk(rs, maxBlockRecords) {
+		b := new(builder)
+		for i := range chunk {
+			buf = appendFields(buf[:0], &chunk[i])
+			b.add(uint64(i), buf, &chunk[i])
+		}
+		bs = append(bs, b)
+	}
+	return s.appendBlocks(ctx, bs)
 }
 
-// appendPrepared is Append of records already prepared, as a Writer
-// queues them; it sets their Seq.
-func (s *sqlStore) appendPrepared(ctx context.Context, rs []Record) error {
+// appendBlocks stores built blocks, whose records' seq deltas are 0, 1,
+// …, in one transaction, giving them the next seqs in order.
+func (s *sqlStore) appendBlocks(ctx context.Context, bs []*builder) error {
+	total := 0
+	for _, b := range bs {
+		total += b.count
+	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// Taking the range locks the sequence row until commit, so appends
 		// commit in the order of their seqs.
 		var last int64
-		if err := tx.QueryRowContext(ctx, `UPDATE audit_sequence SET last = last + $1 RETURNING last`, len(rs)).Scan(&last); err != nil {
+		if err := tx.QueryRowContext(ctx, `UPDATE audit_sequence SET last = last + $1 RETURNING last`, total).Scan(&last); err != nil {
 			return fmt.Errorf("take seqs: %w", err)
 		}
-		for i := range rs {
-			rs[i].Seq = last - int64(len(rs)) + 1 + int64(i)
+		first := last - int64(total) + 1
+		for _, b := range bs {
+			if err := s.insertBlock(ctx, tx, b.block(first, first+int64(b.count)-1)); err != nil {
+				return err
+			}
+			first += int64(b.count)
 		}
-		return s.insertBlocks(ctx, tx, rs)
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("append %d audit records: %w", len(rs), err)
+		return fmt.Errorf("append %d audit records: %w", total, err)
 	}
 	return nil
 }
@@ -346,17 +366,11 @@ func (s *sqlStore) inTx(ctx context.Context, f func(*sql.Tx) error) error {
 	return nil
 }
 
-// insertBlocks stores rs (Seq set, increasing) as blocks.
-func (s *sqlStore) insertBlocks(ctx context.Context, tx *sql.Tx, rs []Record) error {
-	for chunk := range slices.Chunk(rs, maxBlockRecords) {
-		b := encodeBlock(chunk)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_blocks (first_seq, last_seq, records, min_time, max_time, keys, body)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			b.first, b.last, b.count, s.d.time(b.minTime), s.d.time(b.maxTime), b.keys, b.body); err != nil {
-			return err
-		}
-	}
-	return nil
+func (s *sqlStore) insertBlock(ctx context.Context, tx *sql.Tx, b block) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO audit_blocks (first_seq, last_seq, records, min_time, max_time, keys, body)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		b.first, b.last, b.count, s.d.time(b.minTime), s.d.time(b.maxTime), b.keys, b.body)
+	return err
 }
 
 func (s *sqlStore) Query(ctx context.Context, f Filter) (Page, error) {
@@ -535,7 +549,7 @@ func (s *sqlStore) DeleteBefore(ctx context.Context, t time.Time) (int64, error)
 				if _, err := tx.ExecContext(ctx, `DELETE FROM audit_blocks WHERE first_seq = $1`, first); err != nil {
 					return err
 				}
-				if err := s.insertBlocks(ctx, tx, kept); err != nil {
+				if err := s.insertBlock(ctx, tx, encodeBlock(kept)); err != nil {
 					return err
 				}
 			}
@@ -593,7 +607,7 @@ func (s *sqlStore) convertLegacy(ctx context.Context) error {
 				_, err := tx.ExecContext(ctx, `DROP TABLE audit_records_v1`)
 				return err
 			}
-			if err := s.insertBlocks(ctx, tx, rs); err != nil {
+			if err := s.insertBlock(ctx, tx, encodeBlock(rs)); err != nil {
 				return err
 			}
 			_, err = tx.ExecContext(ctx, `DELETE FROM audit_records_v1 WHERE seq <= $1`, rs[len(rs)-1].Seq)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,9 +132,16 @@ type Writer struct {
 	store Store
 	cfg   WriterConfig
 
-	mu     sync.Mutex
-	queue  []Record
-	closed bool
+	mu sync.Mutex
+	// queue holds the records taken and not yet written, encoded as Write
+	// takes them, in blocks of at most blockSize records; queued counts
+	// them. Blocks at the head a flush is writing are sealed: Write adds
+	// to a new block after them, and a failed write retries them as they
+	// are.
+	queue     []*queuedBlock
+	queued    int
+	blockSize int
+	closed    bool
 
 	kick    chan struct{} // a batch is full
 	closing chan struct{} // Close began: drain, then stop
@@ -167,7 +173,7 @@ func NewWriter(s Store, cfg WriterConfig) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{
-		store: s, cfg: cfg,
+		store: s, cfg: cfg, blockSize: min(cfg.BatchSize, maxBlockRecords),
 		kick: make(chan struct{}, 1), closing: make(chan struct{}), abort: make(chan struct{}),
 		done: make(chan struct{}), retDone: make(chan struct{}),
 	}
@@ -201,22 +207,31 @@ func (w *Writer) Write(r Record) error {
 	if r.ID == "" {
 		r.ID = NewID(r.Time)
 	}
-	r.Seq = 0
-	// Bounded before queueing, so the queue's memory is bounded too; this
-	// also copies Args, which the caller may reuse.
+	// Bounded and encoded before queueing, so the queue's memory is
+	// bounded too, and holds no pointer into what the caller passed.
 	r.normalize()
+	var buf [512]byte
+	fields := appendFields(buf[:0], &r)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return ErrClosed
 	}
-	if len(w.queue) >= w.cfg.QueueSize {
+	if w.queued >= w.cfg.QueueSize {
 		w.mu.Unlock()
 		w.dropped.Add(1)
 		return ErrQueueFull
 	}
-	w.queue = append(w.queue, r)
-	full := len(w.queue) >= w.cfg.BatchSize
+	var tail *queuedBlock
+	if n := len(w.queue); n > 0 && !w.queue[n-1].sealed && w.queue[n-1].count < w.blockSize {
+		tail = w.queue[n-1]
+	} else {
+		tail = new(queuedBlock)
+		w.queue = append(w.queue, tail)
+	}
+	tail.add(uint64(tail.count), fields, &r)
+	w.queued++
+	full := w.queued >= w.cfg.BatchSize
 	w.mu.Unlock()
 	if full {
 		select {
@@ -227,6 +242,12 @@ func (w *Writer) Write(r Record) error {
 	return nil
 }
 
+// queuedBlock is a block in the writer's queue.
+type queuedBlock struct {
+	builder
+	sealed bool
+}
+
 // Healthy reports whether the store accepts writes: false from a failed
 // Append until one succeeds again, and once Close has begun. The gate
 // refuses actions while it is false, so none runs without its record.
@@ -235,7 +256,7 @@ func (w *Writer) Healthy() bool { return w.healthy.Load() }
 // Stats returns the writer's counters.
 func (w *Writer) Stats() Stats {
 	w.mu.Lock()
-	queued := len(w.queue)
+	queued := w.queued
 	w.mu.Unlock()
 	return Stats{
 		Queued: queued, Written: w.written.Load(), Batches: w.batches.Load(), Dropped: w.dropped.Load(),
@@ -294,9 +315,9 @@ func (w *Writer) run() {
 		case <-w.closing:
 			w.flush(false)
 			w.mu.Lock()
-			lost := len(w.queue)
+			lost := w.queued
 			clear(w.queue)
-			w.queue = nil
+			w.queue, w.queued = nil, 0
 			w.mu.Unlock()
 			if lost > 0 {
 				w.lost.Add(int64(lost))
@@ -319,26 +340,33 @@ func (w *Writer) flush(fullOnly bool) {
 			w.loggedDrops = d
 		}
 		w.mu.Lock()
-		n := min(len(w.queue), w.cfg.BatchSize)
-		if n == 0 || (fullOnly && n < w.cfg.BatchSize) {
+		if w.queued == 0 || (fullOnly && w.queued < w.cfg.BatchSize) {
 			w.mu.Unlock()
 			return
 		}
-		batch := slices.Clone(w.queue[:n])
+		// The head blocks, up to a batch of records, sealed.
+		var (
+			batch []*builder
+			n     int
+		)
+		for _, b := range w.queue {
+			if len(batch) > 0 && n+b.count > w.cfg.BatchSize {
+				break
+			}
+			b.sealed = true
+			batch = append(batch, &b.builder)
+			n += b.count
+		}
 		w.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(w.ctx, w.cfg.AppendTimeout)
-		var err error
-		if p, ok := w.store.(preparedAppender); ok {
-			err = p.appendPrepared(ctx, batch)
-		} else {
-			err = w.store.Append(ctx, batch)
-		}
+		err := w.append(ctx, batch)
 		cancel()
 		if err == nil {
 			w.mu.Lock()
-			clear(w.queue[:n])
-			w.queue = w.queue[n:]
+			clear(w.queue[:len(batch)])
+			w.queue = w.queue[len(batch):]
+			w.queued -= n
 			w.mu.Unlock()
 			w.written.Add(int64(n))
 			w.batches.Add(1)
@@ -368,10 +396,26 @@ func (w *Writer) flush(fullOnly bool) {
 	}
 }
 
-// preparedAppender is a Store that takes records as Write prepared them
-// (validated, bounded, ID and Time set) without doing it again.
-type preparedAppender interface {
-	appendPrepared(ctx context.Context, records []Record) error
+// blockAppender is a Store that takes the writer's blocks as they are.
+type blockAppender interface {
+	appendBlocks(ctx context.Context, blocks []*builder) error
+}
+
+// append writes a batch of queued blocks to the store: as they are when
+// it takes blocks, else decoded into the records Append takes.
+func (w *Writer) append(ctx context.Context, batch []*builder) error {
+	if s, ok := w.store.(blockAppender); ok {
+		return s.appendBlocks(ctx, batch)
+	}
+	var rs []Record
+	for _, b := range batch {
+		decoded, err := decodeBlock(0, b.body)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, decoded...)
+	}
+	return w.store.Append(ctx, rs)
 }
 
 func (w *Writer) isClosing() bool {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -472,4 +474,46 @@ func TestWriterRetention(t *testing.T) {
 	eventually(t, "retention deletes them at a later interval", func() bool { return w.Stats().Deleted == 8 })
 	wantStored(t, s, []string{"fresh"})
 	closeWriter(t, w)
+}
+
+// recordsOnly is a Store with nothing but the interface's methods, as
+// another engine would be.
+type recordsOnly struct {
+	audit.Store
+	appends atomic.Int64
+}
+
+func (s *recordsOnly) Append(ctx context.Context, rs []audit.Record) error {
+	s.appends.Add(1)
+	return s.Store.Append(ctx, rs)
+}
+
+// TestWriterAnyStore: a store that takes only records gets the queued
+// records, every field intact, in order, through Append.
+func TestWriterAnyStore(t *testing.T) {
+	inner := sqliteEnv(t).Open()
+	s := &recordsOnly{Store: inner}
+	w := newWriter(t, s, audit.WriterConfig{BatchSize: 4, FlushInterval: time.Hour})
+	var want []audit.Record
+	for i := range 10 {
+		r := audittest.Rec(fmt.Sprintf("r%d", i), "booking.create", time.Duration(i)*time.Second)
+		r.ID, r.ParentID, r.Args, r.Reason = audit.NewID(r.Time), "p", json.RawMessage(`{"i": [1, 2]}`), "why"
+		mustWrite(t, w, r)
+		r.Args = json.RawMessage(`{"i":[1,2]}`)
+		want = append(want, r)
+	}
+	closeWriter(t, w)
+	if n := s.appends.Load(); n != 3 {
+		t.Fatalf("%d Appends of 10 records in batches of 4; want 3", n)
+	}
+	got := audittest.All(t, inner, audit.Filter{})
+	if len(got) != len(want) {
+		t.Fatalf("stored %d records; want %d", len(got), len(want))
+	}
+	for i := range got {
+		got[i].Seq = 0
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("record %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
 }
