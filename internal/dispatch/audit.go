@@ -118,24 +118,35 @@ func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args
 	if e, ok := d.reg.Lookup(name); ok {
 		dec.Plugin, dec.Sensitive = e.Plugin, e.Sensitive
 	}
+	if err != nil {
+		err = classify(&dec, err)
+	}
+	d.auditor.Record(dec)
+	return res, err
+}
+
+// classify records in dec how a call failed and returns the error its
+// caller gets: an error that is neither a refusal nor a tool error
+// becomes an InternalError whose reference is the record's ID. Apart from
+// audited so that calls that succeed do not pay for the targets of
+// errors.As, which escape.
+func classify(dec *Decision, err error) error {
 	var (
 		r  *Refusal
 		te *ToolError
 	)
 	switch {
-	case err == nil:
 	case errors.As(err, &r):
 		dec.Refusal = r
 	case errors.As(err, &te):
 		dec.Err = te
 	case errors.Is(err, ErrUnknownCapability):
-		dec.Refusal = &Refusal{Step: StepUnknown, Capability: name, Reason: "no plugin provides this capability"}
+		dec.Refusal = &Refusal{Step: StepUnknown, Capability: dec.Capability, Reason: "no plugin provides this capability"}
 	default:
-		err = &InternalError{Ref: id, Err: err}
+		err = &InternalError{Ref: dec.ID, Err: err}
 		dec.Err = err
 	}
-	d.auditor.Record(dec)
-	return res, err
+	return err
 }
 
 // StepUnknown is how the audit trail records a call to a capability that

@@ -151,9 +151,11 @@ func (d *Dispatcher) limit(ctx context.Context, pol *compiledPolicy, p Principal
 		if rate.IsZero() {
 			continue
 		}
-		key := "token\x00" + p.Token
+		var key string
 		if i == 0 {
 			key = "call\x00" + p.Token + "\x00" + capability
+		} else {
+			key = "token\x00" + p.Token
 		}
 		ok, wait, err := d.limiter.Allow(ctx, key, rate)
 		if err != nil {

@@ -64,23 +64,34 @@ func (a *auditor) Record(d dispatch.Decision) {
 		Capability: d.Capability, Plugin: d.Plugin,
 		Args: args,
 	}
-	var (
-		te *dispatch.ToolError
-		ie *dispatch.InternalError
-	)
 	switch {
 	case d.Refusal != nil:
 		r.Decision, r.Step, r.Reason = audit.Refused, string(d.Refusal.Step), d.Refusal.Reason
 	case d.Err == nil:
 		r.Decision, r.Outcome = audit.Admitted, audit.OutcomeOK
-	case errors.As(d.Err, &te):
-		r.Decision, r.Outcome, r.ErrorCode = audit.Admitted, audit.OutcomeToolError, te.Code.String()
-	case errors.As(d.Err, &ie):
-		r.Decision, r.Outcome, r.ErrorRef = audit.Admitted, audit.OutcomeInternalError, ie.Ref
 	default:
-		r.Decision, r.Outcome, r.ErrorRef = audit.Admitted, audit.OutcomeInternalError, d.ID
+		r.Decision = audit.Admitted
+		failed(&r, d)
 	}
 	a.write(r)
+}
+
+// failed records how an admitted call failed; apart from Record so that
+// calls that succeed do not pay for the targets of errors.As, which
+// escape.
+func failed(r *audit.Record, d dispatch.Decision) {
+	var (
+		te *dispatch.ToolError
+		ie *dispatch.InternalError
+	)
+	switch {
+	case errors.As(d.Err, &te):
+		r.Outcome, r.ErrorCode = audit.OutcomeToolError, te.Code.String()
+	case errors.As(d.Err, &ie):
+		r.Outcome, r.ErrorRef = audit.OutcomeInternalError, ie.Ref
+	default:
+		r.Outcome, r.ErrorRef = audit.OutcomeInternalError, d.ID
+	}
 }
 
 // event records something the operator did to the host itself (a reload,

@@ -225,8 +225,8 @@ func recordKeys(r *Record) [6]key {
 		{keyRequest, r.RequestID}, {keyDecision, string(r.Decision)}, {keyStep, r.Step}}
 }
 
-// keySet collects the keys of a block's records, each once, in
-// first-seen order.
+// keySet collects the keys of a block's records in first-seen order,
+// each once but for request ids.
 type keySet struct {
 	seen map[key]struct{}
 	sb   strings.Builder
@@ -241,10 +241,14 @@ func (ks *keySet) add(r *Record) {
 		if k.value == "" {
 			continue
 		}
-		if _, ok := ks.seen[k]; ok {
-			continue
+		// Request ids are nearly all distinct: a repeat costs a few bytes,
+		// a set of them an insert a record.
+		if k.kind != keyRequest {
+			if _, ok := ks.seen[k]; ok {
+				continue
+			}
+			ks.seen[k] = struct{}{}
 		}
-		ks.seen[k] = struct{}{}
 		ks.sb.WriteByte(k.kind)
 		ks.sb.WriteByte(':')
 		ks.sb.WriteString(keyValue(k.value))

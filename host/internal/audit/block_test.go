@@ -48,7 +48,7 @@ func TestBlockRoundTrip(t *testing.T) {
 			t.Errorf("keys %q lack %q", b.keys, want)
 		}
 	}
-	if strings.Count(b.keys, needle(keyRequest, "r1")) != 1 {
+	if strings.Count(b.keys, needle(keyToken, "ci")) != 1 || strings.Count(b.keys, needle(keyDecision, "admitted")) != 1 {
 		t.Errorf("keys %q repeat a value", b.keys)
 	}
 	if strings.Contains(b.keys, needle(keyUser, "")) {
