@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -37,6 +38,23 @@ type block struct {
 	body             []byte
 }
 
+// numFields is how many string fields a record has (Args apart).
+const numFields = 17
+
+// fieldsOf lists r's string fields in the order a block holds them.
+func fieldsOf(r *Record) [numFields]*string {
+	return [numFields]*string{&r.ID, &r.ParentID, &r.RequestID, &r.Protocol, &r.ProtocolVersion, &r.TokenLabel,
+		&r.Role, &r.Scope, &r.UserID, &r.Capability, &r.Plugin, (*string)(&r.Decision), &r.Step, &r.Reason,
+		(*string)(&r.Outcome), &r.ErrorCode, &r.ErrorRef}
+}
+
+// A record in a block is its seq delta (uvarint) from the block's first
+// record, its time (varint, Unix microseconds) and latency (uvarint,
+// nanoseconds), then each of the numFields strings and Args as a uvarint
+// n: 0 when the value is the previous record's, else n-1 bytes of value.
+// Calls of one client repeat most fields (protocol, principal,
+// capability, outcome), so a record takes about half the bytes.
+
 // builder encodes a block a record at a time: the store encodes the
 // records of an Append, and a Writer each record as Write takes it, so
 // that its queue holds bytes rather than records for the collector to
@@ -46,16 +64,36 @@ type builder struct {
 	count            int
 	minTime, maxTime time.Time
 	keys             keySet
+	// prev and prevArgs are the previous record's values.
+	prev     [numFields]string
+	prevArgs []byte
 }
 
-// add appends r at seq first+delta: its seq delta, then fields, which is
-// appendFields' encoding of r.
-func (b *builder) add(delta uint64, fields []byte, r *Record) {
+// add appends r (normalized) at seq first+delta.
+func (b *builder) add(delta uint64, r *Record) {
 	if b.body == nil {
 		b.body = append(make([]byte, 0, 4096), blockVersion)
 	}
 	b.body = binary.AppendUvarint(b.body, delta)
-	b.body = append(b.body, fields...)
+	b.body = binary.AppendVarint(b.body, r.Time.UnixMicro())
+	b.body = binary.AppendUvarint(b.body, uint64(r.Latency))
+	for i, f := range fieldsOf(r) {
+		if b.count > 0 && *f == b.prev[i] {
+			b.body = append(b.body, 0)
+			continue
+		}
+		b.body = binary.AppendUvarint(b.body, uint64(len(*f))+1)
+		b.body = append(b.body, *f...)
+		b.prev[i] = *f
+	}
+	if b.count > 0 && bytes.Equal(r.Args, b.prevArgs) {
+		b.body = append(b.body, 0)
+	} else {
+		b.body = binary.AppendUvarint(b.body, uint64(len(r.Args))+1)
+		start := len(b.body)
+		b.body = append(b.body, r.Args...)
+		b.prevArgs = b.body[start:len(b.body):len(b.body)]
+	}
 	if b.count == 0 || r.Time.Before(b.minTime) {
 		b.minTime = r.Time
 	}
@@ -72,30 +110,12 @@ func (b *builder) block(first, last int64) block {
 	return block{first: first, last: last, count: b.count, minTime: b.minTime, maxTime: b.maxTime, keys: b.keys.String(), body: b.body}
 }
 
-// appendFields appends what a block holds of r after its seq delta.
-func appendFields(buf []byte, r *Record) []byte {
-	buf = binary.AppendVarint(buf, r.Time.UnixMicro())
-	buf = binary.AppendUvarint(buf, uint64(r.Latency))
-	for _, s := range [...]string{r.ID, r.ParentID, r.RequestID, r.Protocol, r.ProtocolVersion, r.TokenLabel,
-		r.Role, r.Scope, r.UserID, r.Capability, r.Plugin, string(r.Decision), r.Step, r.Reason,
-		string(r.Outcome), r.ErrorCode, r.ErrorRef} {
-		buf = binary.AppendUvarint(buf, uint64(len(s)))
-		buf = append(buf, s...)
-	}
-	buf = binary.AppendUvarint(buf, uint64(len(r.Args)))
-	return append(buf, r.Args...)
-}
-
 // encodeBlock encodes records (normalized, Seq set and increasing), which
 // retention and conversion keep with the seqs they have.
 func encodeBlock(rs []Record) block {
-	var (
-		b   builder
-		buf []byte
-	)
+	var b builder
 	for i := range rs {
-		buf = appendFields(buf[:0], &rs[i])
-		b.add(uint64(rs[i].Seq-rs[0].Seq), buf, &rs[i])
+		b.add(uint64(rs[i].Seq-rs[0].Seq), &rs[i])
 	}
 	return b.block(rs[0].Seq, rs[len(rs)-1].Seq)
 }
@@ -110,21 +130,38 @@ func decodeBlock(first int64, body []byte) ([]Record, error) {
 		return nil, bad("unknown layout")
 	}
 	d := decoder{b: body[1:]}
-	var rs []Record
-	prev := int64(-1)
+	var (
+		rs       []Record
+		prev     = int64(-1)
+		prevF    [numFields]string
+		prevArgs []byte
+	)
 	for len(d.b) > 0 {
 		var r Record
 		delta := d.uvarint()
 		micros := d.varint()
 		latency := d.uvarint()
-		fields := [...]*string{&r.ID, &r.ParentID, &r.RequestID, &r.Protocol, &r.ProtocolVersion, &r.TokenLabel,
-			&r.Role, &r.Scope, &r.UserID, &r.Capability, &r.Plugin, (*string)(&r.Decision), &r.Step, &r.Reason,
-			(*string)(&r.Outcome), &r.ErrorCode, &r.ErrorRef}
-		for _, f := range fields {
-			*f = string(d.bytes())
+		for i, f := range fieldsOf(&r) {
+			v, same := d.value()
+			switch {
+			case same && len(rs) == 0:
+				d.fail("the first record repeats a value")
+			case same:
+				*f = prevF[i]
+			default:
+				*f = string(v)
+				prevF[i] = *f
+			}
 		}
-		if args := d.bytes(); len(args) > 0 {
-			r.Args = slices.Clone(args)
+		if v, same := d.value(); same && len(rs) == 0 {
+			d.fail("the first record repeats a value")
+		} else if same {
+			r.Args = prevArgs
+		} else if len(v) > 0 {
+			r.Args = slices.Clone(v)
+			prevArgs = r.Args
+		} else {
+			prevArgs = nil
 		}
 		switch {
 		case d.err != "":
@@ -184,18 +221,29 @@ func (d *decoder) varint() int64 {
 	return v
 }
 
-func (d *decoder) bytes() []byte {
+// value reads a field: its bytes, or same when it repeats the previous
+// record's.
+func (d *decoder) value() (v []byte, same bool) {
 	n := d.uvarint()
 	if d.err != "" {
-		return nil
+		return nil, false
 	}
+	if n == 0 {
+		return nil, true
+	}
+	n--
 	if n > uint64(len(d.b)) {
-		d.err = "field runs past the end"
-		return nil
+		d.fail("field runs past the end")
+		return nil, false
 	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
+	v, d.b = d.b[:n], d.b[n:]
+	return v, false
+}
+
+func (d *decoder) fail(why string) {
+	if d.err == "" {
+		d.err = why
+	}
 }
 
 // Keys: the values a block's records hold for each exact-match filter,

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -56,6 +57,29 @@ func TestBlockRoundTrip(t *testing.T) {
 	}
 }
 
+// TestBlockRepeatsAreShort: a record repeating the previous one's values
+// but for its ID and time costs a few bytes of each.
+func TestBlockRepeatsAreShort(t *testing.T) {
+	one := blockRecords()[:1]
+	single := len(encodeBlock(one).body)
+	var rs []Record
+	for i := range 100 {
+		r := one[0]
+		r.Seq, r.ID, r.Time = int64(i+1), fmt.Sprintf("01J%023d", i), r.Time.Add(time.Duration(i)*time.Millisecond)
+		rs = append(rs, r)
+	}
+	b := encodeBlock(rs)
+	// Its ID (27 bytes), seq delta, time and latency (at most 21), and a
+	// byte for each other field (17).
+	if perRecord := (len(b.body) - single) / 99; perRecord > 65 || perRecord*2 > single {
+		t.Fatalf("a repeating record takes %d bytes, the first %d; want at most 65, and under half", perRecord, single)
+	}
+	got, err := decodeBlock(1, b.body)
+	if err != nil || !reflect.DeepEqual(got, rs) {
+		t.Fatalf("decoded %d records, %v; want the %d encoded", len(got), err, len(rs))
+	}
+}
+
 // TestDecodeBlockRefusesCorruption: every cut and every flipped layout
 // byte is an error naming the block, never a panic or a silent record.
 func TestDecodeBlockRefusesCorruption(t *testing.T) {
@@ -73,7 +97,12 @@ func TestDecodeBlockRefusesCorruption(t *testing.T) {
 		t.Fatalf("unknown layout: %v", err)
 	}
 	// Seqs must increase: two records of all-empty fields, both at delta 0.
-	empty := func(delta byte) []byte { return append([]byte{delta, 0, 0}, make([]byte, 18)...) }
+	empty := func(delta byte) []byte { return append([]byte{delta, 0, 0}, bytes.Repeat([]byte{1}, 18)...) }
+	// The first record has no previous one to repeat.
+	repeats := append([]byte{blockVersion, 0, 0, 0}, make([]byte, 18)...)
+	if _, err := decodeBlock(1, repeats); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "repeats a value") {
+		t.Fatalf("first record repeating: %v", err)
+	}
 	if rs, err := decodeBlock(1, append([]byte{blockVersion}, empty(0)...)); err != nil || len(rs) != 1 {
 		t.Fatalf("one empty record: %v, %v", rs, err)
 	}

@@ -306,15 +306,11 @@ func (s *sqlStore) Append(ctx context.Context, records []Record) error {
 	if err != nil {
 		return fmt.Errorf("append audit records: %w", err)
 	}
-	var (
-		bs  []*builder
-		buf []byte
-	)
+	var bs []*builder
 	for chunk := range slices.Chunk(rs, maxBlockRecords) {
 		b := new(builder)
 		for i := range chunk {
-			buf = appendFields(buf[:0], &chunk[i])
-			b.add(uint64(i), buf, &chunk[i])
+			b.add(uint64(i), &chunk[i])
 		}
 		bs = append(bs, b)
 	}

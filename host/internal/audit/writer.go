@@ -210,8 +210,6 @@ func (w *Writer) Write(r Record) error {
 	// Bounded and encoded before queueing, so the queue's memory is
 	// bounded too, and holds no pointer into what the caller passed.
 	r.normalize()
-	var buf [512]byte
-	fields := appendFields(buf[:0], &r)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -229,7 +227,7 @@ func (w *Writer) Write(r Record) error {
 		tail = new(queuedBlock)
 		w.queue = append(w.queue, tail)
 	}
-	tail.add(uint64(tail.count), fields, &r)
+	tail.add(uint64(tail.count), &r)
 	w.queued++
 	full := w.queued >= w.cfg.BatchSize
 	w.mu.Unlock()
