@@ -278,6 +278,9 @@ func recordKeys(r *Record) [6]key {
 type keySet struct {
 	seen map[key]struct{}
 	sb   strings.Builder
+	// last holds the previous record's keys: most records repeat them,
+	// and comparing is cheaper than hashing.
+	last [6]key
 }
 
 func (ks *keySet) add(r *Record) {
@@ -285,10 +288,11 @@ func (ks *keySet) add(r *Record) {
 		ks.seen = make(map[key]struct{}, 16)
 		ks.sb.WriteString(keySep)
 	}
-	for _, k := range recordKeys(r) {
-		if k.value == "" {
+	for i, k := range recordKeys(r) {
+		if k.value == "" || k == ks.last[i] {
 			continue
 		}
+		ks.last[i] = k
 		// Request ids are nearly all distinct: a repeat costs a few bytes,
 		// a set of them an insert a record.
 		if k.kind != keyRequest {
