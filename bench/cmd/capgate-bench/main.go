@@ -68,6 +68,9 @@ type options struct {
 	rounds       int
 	settle       time.Duration
 	startTimeout time.Duration
+	// The governance check's bursts: how many pairs, how long each burst.
+	pairs     int
+	pairBurst time.Duration
 	// The search rows' catalogue size and how long its index may take.
 	searchDocuments int
 	searchTimeout   time.Duration
@@ -148,6 +151,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			b.measureSearch(ctx)
 		}
 	}
+	if ctx.Err() == nil {
+		b.measureGovernancePairs(ctx)
+	}
 
 	env := environment{
 		wrk:         wrkVersion(ctx, wrk),
@@ -160,6 +166,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if l.warmup <= 0 {
 		env.warmup = "none"
 	}
+	env.pairs, env.pairsErr, env.pairBurst = b.pairs, b.pairsErr, wrkSeconds(opts.pairBurst)
 	report(stdout, env, b.rows, opts.only)
 	if slices.Contains(opts.only, keySearch) {
 		searchReport(stdout, env, b.rows, b.search, opts.searchDocuments)
@@ -194,6 +201,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 1, "times to run the whole sequence; the report shows each server's median over its undisturbed runs")
 	fs.StringVar(&only, "only", strings.Join(defaultKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", ")+" ("+keyReplicas+", which needs PostgreSQL and NATS, only when named)")
 	fs.DurationVar(&o.settle, "settle", 30*time.Second, "before each server, wait up to this long for other processes to leave the CPU idle (0: don't wait)")
+	fs.IntVar(&o.pairs, "pairs", 20, "governance check: pairs of back-to-back bursts on the plain and governed capgates, both running (0: judge the governed row by round instead)")
+	fs.DurationVar(&o.pairBurst, "pair-burst", time.Second, "governance check: the length of one burst (whole seconds)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")
 	fs.IntVar(&o.searchDocuments, "search-documents", 100_000, "documents in the search rows' generated catalogue (1 to 1000000)")
 	fs.DurationVar(&o.searchTimeout, "search-ready-timeout", 15*time.Minute, "how long the search rows' index may take to build after capgate starts")
@@ -229,6 +238,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.rounds < 1 {
 		return nil, fmt.Errorf("-rounds %d: must be at least 1", o.rounds)
 	}
+	if o.pairs < 0 || o.pairs > 1000 {
+		return nil, fmt.Errorf("-pairs %d: must be between 0 and 1000", o.pairs)
+	}
+	if o.pairBurst < time.Second {
+		return nil, fmt.Errorf("-pair-burst %s: must be at least 1s", o.pairBurst)
+	}
 	o.threads = min(o.threads, o.connections)
 	for _, k := range strings.Split(only, ",") {
 		k = strings.TrimSpace(k)
@@ -255,6 +270,9 @@ type bench struct {
 	workDir string
 	rows    map[string]*row
 	search  []searchRound // one per round of the search rows
+	// pairs are the governance check's bursts; pairsErr why they stopped.
+	pairs    []burstPair
+	pairsErr error
 }
 
 func (b *bench) selected(k string) bool { return slices.Contains(b.opts.only, k) }

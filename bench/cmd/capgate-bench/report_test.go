@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -87,10 +88,29 @@ func TestGovernanceLine(t *testing.T) {
 		}
 		return r
 	}
-	pass := governanceLine(map[string]*row{keyGoverned: runs(96, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys)
-	fail := governanceLine(map[string]*row{keyGoverned: runs(94, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys)
+	pass := governanceLine(map[string]*row{keyGoverned: runs(96, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys, environment{})
+	fail := governanceLine(map[string]*row{keyGoverned: runs(94, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys, environment{})
 	if !strings.HasPrefix(pass, "PASS  governance costs ≤ 5%") || !strings.Contains(pass, "0.96, 0.95, 0.90, median 0.95×") || !strings.HasPrefix(fail, "FAIL") {
 		t.Errorf("lines:\n%s\n%s", pass, fail)
+	}
+	// With the interleaved bursts, they decide; the rounds are shown.
+	rows := map[string]*row{keyGoverned: runs(80, 80, 80), keyCapgate: runs(100, 100, 100)}
+	pairs := func(ratios ...float64) environment {
+		env := environment{pairBurst: "1s"}
+		for _, r := range ratios {
+			env.pairs = append(env.pairs, burstPair{plain: 1000, governed: 1000 * r})
+		}
+		return env
+	}
+	pass = governanceLine(rows, allKeys, pairs(0.9, 0.97, 1.1, 0.96))
+	fail = governanceLine(rows, allKeys, pairs(0.9, 0.94, 1.1, 0.95))
+	if !strings.HasPrefix(pass, "PASS") || !strings.Contains(pass, "4 interleaved pairs of 1s bursts: median 0.965× (range 0.90–1.10") ||
+		!strings.Contains(pass, "by round (for reference): 0.80, 0.80, 0.80") || !strings.HasPrefix(fail, "FAIL") {
+		t.Errorf("lines with pairs:\n%s\n%s", pass, fail)
+	}
+	broken := governanceLine(rows, allKeys, environment{pairsErr: errors.New("wrk: exit 1")})
+	if !strings.HasPrefix(broken, "FAIL") || !strings.Contains(broken, "wrk: exit 1") {
+		t.Errorf("line after failed bursts: %s", broken)
 	}
 }
 
@@ -110,7 +130,7 @@ func TestParseFlags(t *testing.T) {
 	if strings.Join(o.only, ",") != "mcp-go,capgate" || o.threads != 1 {
 		t.Errorf("only, threads = %v, %d", o.only, o.threads)
 	}
-	for _, bad := range [][]string{{"-only", "nginx"}, {"-duration", "10ms"}, {"-connections", "0"}, {"extra"}} {
+	for _, bad := range [][]string{{"-only", "nginx"}, {"-duration", "10ms"}, {"-connections", "0"}, {"extra"}, {"-pairs", "-1"}, {"-pair-burst", "500ms"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
