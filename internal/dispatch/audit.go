@@ -77,8 +77,8 @@ type Decision struct {
 // Auditor keeps the gate's decisions. The host's writes them to the audit
 // trail's store.
 type Auditor interface {
-	// NewID names a call before it runs.
-	NewID() string
+	// NewID names a call before it runs; at is when it started.
+	NewID(at time.Time) string
 	// Record keeps d. It must not block the call: the trail is written
 	// behind it.
 	Record(d Decision)
@@ -108,7 +108,7 @@ func (d *Dispatcher) UseAuditor(a Auditor, refuseActions bool) {
 // audited runs one call through the gate and records its decision.
 func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args json.RawMessage) (json.RawMessage, error) {
 	start := time.Now()
-	id := d.auditor.NewID()
+	id := d.auditor.NewID(start)
 	ctx = context.WithValue(ctx, callIDKey{}, id)
 	res, err := d.invoke(ctx, p, name, args)
 	dec := Decision{

@@ -24,7 +24,7 @@ type trail struct {
 	down    atomic.Bool
 }
 
-func (a *trail) NewID() string { return fmt.Sprintf("rec-%d", a.n.Add(1)) }
+func (a *trail) NewID(time.Time) string { return fmt.Sprintf("rec-%d", a.n.Add(1)) }
 
 func (a *trail) Record(d dispatch.Decision) {
 	a.mu.Lock()

@@ -44,7 +44,7 @@ func openAudit(ctx context.Context, cfg *config.Config, log *slog.Logger) (*audi
 	return &auditor{w: w, log: log}, store, nil
 }
 
-func (a *auditor) NewID() string { return audit.NewID(time.Now()) }
+func (a *auditor) NewID(at time.Time) string { return audit.NewID(at) }
 
 func (a *auditor) Healthy() bool { return a.w.Healthy() }
 

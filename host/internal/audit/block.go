@@ -71,8 +71,11 @@ type builder struct {
 
 // add appends r (normalized) at seq first+delta.
 func (b *builder) add(delta uint64, r *Record) {
-	if b.body == nil {
-		b.body = append(make([]byte, 0, 4096), blockVersion)
+	if len(b.body) == 0 {
+		if b.body == nil {
+			b.body = make([]byte, 0, 4096)
+		}
+		b.body = append(b.body, blockVersion)
 	}
 	b.body = binary.AppendUvarint(b.body, delta)
 	b.body = binary.AppendVarint(b.body, r.Time.UnixMicro())

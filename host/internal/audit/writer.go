@@ -142,6 +142,9 @@ type Writer struct {
 	queued    int
 	blockSize int
 	closed    bool
+	// spare holds the bodies of blocks the store has taken (it copies
+	// them), reused by the next blocks rather than grown again.
+	spare [][]byte
 
 	kick    chan struct{} // a batch is full
 	closing chan struct{} // Close began: drain, then stop
@@ -225,6 +228,9 @@ func (w *Writer) Write(r Record) error {
 		tail = w.queue[n-1]
 	} else {
 		tail = new(queuedBlock)
+		if n := len(w.spare); n > 0 {
+			tail.body, w.spare = w.spare[n-1], w.spare[:n-1]
+		}
 		w.queue = append(w.queue, tail)
 	}
 	tail.add(uint64(tail.count), &r)
@@ -362,6 +368,11 @@ func (w *Writer) flush(fullOnly bool) {
 		cancel()
 		if err == nil {
 			w.mu.Lock()
+			for _, b := range batch {
+				if len(w.spare) < maxSpareBodies {
+					w.spare = append(w.spare, b.body[:0])
+				}
+			}
 			clear(w.queue[:len(batch)])
 			w.queue = w.queue[len(batch):]
 			w.queued -= n
@@ -393,6 +404,9 @@ func (w *Writer) flush(fullOnly bool) {
 		}
 	}
 }
+
+// maxSpareBodies bounds the block bodies a writer keeps for reuse.
+const maxSpareBodies = 4
 
 // blockAppender is a Store that takes the writer's blocks as they are.
 type blockAppender interface {
