@@ -21,8 +21,8 @@ type Path = []string
 // {"$audit":"truncated","bytes":N}. Arguments that are not one valid JSON
 // value become {"$audit":"invalid","bytes":N}, those nested deeper than
 // MaxDepth {"$audit":"too_deep","bytes":N}; empty ones stay empty. The
-// result is always valid JSON (or empty) and never panics. Names match
-// exactly, case included.
+// result is always valid JSON (or empty) and never panics; it is args
+// itself when args needed no change. Names match exactly, case included.
 func Redact(args json.RawMessage, sensitive []Path, max int) json.RawMessage {
 	if max <= 0 {
 		max = MaxArgs
