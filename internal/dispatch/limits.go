@@ -139,25 +139,12 @@ func (d *Dispatcher) limit(ctx context.Context, pol *compiledPolicy, p Principal
 	if d.limiter == nil || pol.limits.IsZero() {
 		return nil, nil
 	}
-	// Keys and messages are built only when needed: this runs on every
-	// call.
-	for i := range 2 {
-		var rate Rate
-		if i == 0 {
-			rate = pol.limits.forCall(p, capability)
-		} else {
-			rate = pol.limits.PerToken
-		}
+	for _, c := range [...]counted{perCall, perToken} {
+		rate := c.rate(pol.limits, p, capability)
 		if rate.IsZero() {
 			continue
 		}
-		var key string
-		if i == 0 {
-			key = "call\x00" + p.Token + "\x00" + capability
-		} else {
-			key = "token\x00" + p.Token
-		}
-		ok, wait, err := d.limiter.Allow(ctx, key, rate)
+		ok, wait, err := d.limiter.Allow(ctx, c.key(p, capability), rate)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -166,16 +153,42 @@ func (d *Dispatcher) limit(ctx context.Context, pol *compiledPolicy, p Principal
 				Reason: "the rate-limit count is unavailable, so calls are refused until it is back"}, nil
 		}
 		if !ok {
-			what := "this token's calls"
-			if i == 0 {
-				what += " to " + capability
-			}
 			wait = max(wait, time.Millisecond)
 			return &Refusal{Step: StepRateLimit, Capability: capability, RetryAfter: wait,
-				Reason: fmt.Sprintf("%s are limited to %s; retry in %s", what, rate, readable(wait))}, nil
+				Reason: fmt.Sprintf("%s are limited to %s; retry in %s", c.what(capability), rate, readable(wait))}, nil
 		}
 	}
 	return nil, nil
+}
+
+// counted is what a limit counts. Its key and message are built only when
+// needed: the step runs on every call.
+type counted int
+
+const (
+	perCall  counted = iota // a token's calls to one capability
+	perToken                // a token's calls to all of them
+)
+
+func (c counted) rate(l Limits, p Principal, capability string) Rate {
+	if c == perCall {
+		return l.forCall(p, capability)
+	}
+	return l.PerToken
+}
+
+func (c counted) key(p Principal, capability string) string {
+	if c == perCall {
+		return "call\x00" + p.Token + "\x00" + capability
+	}
+	return "token\x00" + p.Token
+}
+
+func (c counted) what(capability string) string {
+	if c == perCall {
+		return "this token's calls to " + capability
+	}
+	return "this token's calls"
 }
 
 // readable renders a wait for a person: whole seconds from a second up,
