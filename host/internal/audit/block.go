@@ -69,8 +69,11 @@ type builder struct {
 	prevArgs []byte
 }
 
-// add appends r (normalized) at seq first+delta.
-func (b *builder) add(delta uint64, r *Record) {
+// add appends r at seq first+delta. r is normalized, or, with raw set,
+// validated with its time normalized: then add bounds the fields it
+// writes, and a field equal to the previous record's is that record's,
+// bounded already (bounding is idempotent), which spares most of them.
+func (b *builder) add(delta uint64, r *Record, raw bool) {
 	if len(b.body) == 0 {
 		if b.body == nil {
 			b.body = make([]byte, 0, 4096)
@@ -85,6 +88,9 @@ func (b *builder) add(delta uint64, r *Record) {
 			b.body = append(b.body, 0)
 			continue
 		}
+		if raw {
+			*f = bound(*f, fieldBounds[i])
+		}
 		b.body = binary.AppendUvarint(b.body, uint64(len(*f))+1)
 		b.body = append(b.body, *f...)
 		b.prev[i] = *f
@@ -92,6 +98,9 @@ func (b *builder) add(delta uint64, r *Record) {
 	if b.count > 0 && bytes.Equal(r.Args, b.prevArgs) {
 		b.body = append(b.body, 0)
 	} else {
+		if raw {
+			r.Args = capArgs(r.Args, MaxArgs)
+		}
 		b.body = binary.AppendUvarint(b.body, uint64(len(r.Args))+1)
 		start := len(b.body)
 		b.body = append(b.body, r.Args...)
@@ -118,7 +127,7 @@ func (b *builder) block(first, last int64) block {
 func encodeBlock(rs []Record) block {
 	var b builder
 	for i := range rs {
-		b.add(uint64(rs[i].Seq-rs[0].Seq), &rs[i])
+		b.add(uint64(rs[i].Seq-rs[0].Seq), &rs[i], false)
 	}
 	return b.block(rs[0].Seq, rs[len(rs)-1].Seq)
 }

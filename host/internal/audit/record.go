@@ -146,23 +146,20 @@ func clip(s string) string { return bound(s, 64) }
 // to the microsecond, Args compact valid JSON within MaxArgs. After
 // validate and normalize, every engine stores r.
 func (r *Record) normalize() {
-	r.ID = bound(r.ID, MaxIDLen)
-	r.ParentID = bound(r.ParentID, MaxIDLen)
 	r.Time = r.Time.UTC().Truncate(time.Microsecond)
-	r.RequestID = bound(r.RequestID, MaxRequestIDLen)
-	r.Protocol = bound(r.Protocol, MaxProtocolLen)
-	r.ProtocolVersion = bound(r.ProtocolVersion, MaxProtocolLen)
-	r.TokenLabel = bound(r.TokenLabel, MaxLabelLen)
-	r.Role = bound(r.Role, MaxLabelLen)
-	r.Scope = bound(r.Scope, MaxProtocolLen)
-	r.UserID = bound(r.UserID, MaxNameLen)
-	r.Capability = bound(r.Capability, MaxNameLen)
-	r.Plugin = bound(r.Plugin, MaxLabelLen)
-	r.Step = bound(r.Step, MaxProtocolLen)
-	r.Reason = bound(r.Reason, MaxReasonLen)
-	r.ErrorCode = bound(r.ErrorCode, MaxErrorCodeLen)
-	r.ErrorRef = bound(r.ErrorRef, MaxLabelLen)
+	for i, f := range fieldsOf(r) {
+		*f = bound(*f, fieldBounds[i])
+	}
 	r.Args = capArgs(r.Args, MaxArgs)
+}
+
+// fieldBounds are the bounds of the fields fieldsOf lists, in its order.
+// Decision and Outcome, checked against their few values, are within
+// theirs.
+var fieldBounds = [numFields]int{
+	MaxIDLen, MaxIDLen, MaxRequestIDLen, MaxProtocolLen, MaxProtocolLen, MaxLabelLen,
+	MaxLabelLen, MaxProtocolLen, MaxNameLen, MaxNameLen, MaxLabelLen, MaxProtocolLen, MaxProtocolLen, MaxReasonLen,
+	MaxProtocolLen, MaxErrorCodeLen, MaxLabelLen,
 }
 
 // bound returns s as valid UTF-8 without NUL, cut at a rune boundary to at

@@ -310,7 +310,7 @@ func (s *sqlStore) Append(ctx context.Context, records []Record) error {
 	for chunk := range slices.Chunk(rs, maxBlockRecords) {
 		b := new(builder)
 		for i := range chunk {
-			b.add(uint64(i), &chunk[i])
+			b.add(uint64(i), &chunk[i], false)
 		}
 		bs = append(bs, b)
 	}

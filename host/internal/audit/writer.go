@@ -210,9 +210,10 @@ func (w *Writer) Write(r Record) error {
 	if r.ID == "" {
 		r.ID = NewID(r.Time)
 	}
-	// Bounded and encoded before queueing, so the queue's memory is
-	// bounded too, and holds no pointer into what the caller passed.
-	r.normalize()
+	// Bounded and encoded before queueing (the block bounds the fields it
+	// writes), so the queue's memory is bounded too, and holds no pointer
+	// into what the caller passed.
+	r.Time = r.Time.UTC().Truncate(time.Microsecond)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -233,7 +234,7 @@ func (w *Writer) Write(r Record) error {
 		}
 		w.queue = append(w.queue, tail)
 	}
-	tail.add(uint64(tail.count), &r)
+	tail.add(uint64(tail.count), &r, true)
 	w.queued++
 	full := w.queued >= w.cfg.BatchSize
 	w.mu.Unlock()

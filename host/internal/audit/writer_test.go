@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/audit/audittest"
@@ -515,5 +516,49 @@ func TestWriterAnyStore(t *testing.T) {
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("record %d:\n got %+v\nwant %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestWriterBoundsAsAppendDoes: records past their bounds, repeated and
+// not, are stored the same through a Writer (whose blocks bound the fields
+// they write) as through Store.Append.
+func TestWriterBoundsAsAppendDoes(t *testing.T) {
+	long := strings.Repeat("é", audit.MaxRequestIDLen) // two bytes a rune
+	raw := func(i int) audit.Record {
+		r := audittest.Rec(long, "booking.create", time.Duration(i)*time.Second)
+		r.ID = audit.NewID(r.Time)
+		r.Reason, r.UserID = "bad \xff utf-8", "nul\x00user"
+		r.Args = json.RawMessage(`{"note": "` + strings.Repeat("n", audit.MaxArgs) + `"}`)
+		if i == 2 {
+			r.RequestID, r.Args = long+"x", json.RawMessage(`{ "spaced" : [1, 2] }`)
+		}
+		return r
+	}
+	viaAppend, viaWriter := sqliteEnv(t).Open(), sqliteEnv(t).Open()
+	w := newWriter(t, viaWriter, audit.WriterConfig{FlushInterval: time.Hour})
+	var rs []audit.Record
+	for i := range 4 {
+		r := raw(i)
+		rs = append(rs, r)
+		mustWrite(t, w, r)
+	}
+	closeWriter(t, w)
+	if err := viaAppend.Append(context.Background(), rs); err != nil {
+		t.Fatal(err)
+	}
+	a, b := audittest.All(t, viaAppend, audit.Filter{}), audittest.All(t, viaWriter, audit.Filter{})
+	if len(a) != 4 || len(b) != 4 {
+		t.Fatalf("stored %d and %d records; want 4 each", len(a), len(b))
+	}
+	for i := range a {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			t.Fatalf("record %d:\n Append %+v\n Writer %+v", i, a[i], b[i])
+		}
+		if len(b[i].RequestID) > audit.MaxRequestIDLen || strings.ContainsRune(b[i].UserID, 0) || !utf8.ValidString(b[i].Reason) {
+			t.Fatalf("record %d is not bounded: %+v", i, b[i])
+		}
+	}
+	if string(b[2].Args) != `{"spaced":[1,2]}` || !strings.Contains(string(b[0].Args), `"truncated"`) {
+		t.Fatalf("args stored as %s and %s", b[0].Args, b[2].Args)
 	}
 }
