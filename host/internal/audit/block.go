@@ -15,7 +15,7 @@ import (
 // and times and the set of values the filters match (keys). Writing a
 // record then costs its encoding, not a row and six index entries: on
 // SQLite a row per record took about 36 µs of the host's CPU, a block
-// about 1 µs a record. A query selects blocks by seq, time and keys, and
+// under 2 µs a record, bounding and encoding included. A query selects blocks by seq, time and keys, and
 // filters their records exactly.
 
 // maxBlockRecords bounds a block, so a query decodes little more than the
