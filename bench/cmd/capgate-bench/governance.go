@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 )
 
 // burstPair is one pair of the governance check: hello.greet's req/s on
@@ -38,23 +36,18 @@ func (b *bench) measureGovernancePairs(ctx context.Context) {
 				slog.Warn("stop capgate", "err", err)
 			}
 		}()
-		url := p.mcpURL()
-		if err := validateGreet(ctx, url); err != nil {
-			fail(fmt.Errorf("validate capgate: %w", err))
-			return
-		}
-		body, err := toolCallBody(greetTool, greetIn{Name: greetName})
+		j, err := greetJob(ctx, fmt.Sprintf("pairs-%d", i), p)
 		if err != nil {
 			fail(err)
 			return
 		}
-		jobs[i] = job{name: fmt.Sprintf("pairs-%d", i), url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting}
+		jobs[i] = j
 	}
 	var scripts [2]string
 	for i, j := range jobs {
-		scripts[i] = filepath.Join(b.workDir, j.name+".lua")
-		if err := os.WriteFile(scripts[i], []byte(luaScript([][]byte{j.body}, j.marker)), 0o600); err != nil {
-			fail(fmt.Errorf("write wrk script: %w", err))
+		var err error
+		if scripts[i], err = b.load.script(j); err != nil {
+			fail(err)
 			return
 		}
 		if b.load.warmup > 0 {

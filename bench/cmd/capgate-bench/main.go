@@ -350,18 +350,15 @@ func (b *bench) measureCapgate(ctx context.Context) {
 			slog.Warn("stop capgate", "err", err)
 		}
 	}()
-	url := p.mcpURL()
 	if wantHello {
-		if err := validateGreet(ctx, url); err != nil {
-			b.fail(keyCapgate, fmt.Errorf("validate capgate: %w", err))
-		} else if body, err := toolCallBody(greetTool, greetIn{Name: greetName}); err != nil {
+		if j, err := greetJob(ctx, keyCapgate, p); err != nil {
 			b.fail(keyCapgate, err)
 		} else {
-			b.measure(ctx, keyCapgate, job{name: keyCapgate, url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting, cpu: p.cpu})
+			b.measure(ctx, keyCapgate, j)
 		}
 	}
 	if wantBooking && ctx.Err() == nil {
-		j, err := bookingJob(ctx, url)
+		j, err := bookingJob(ctx, p.mcpURL())
 		if err != nil {
 			b.fail(keyBooking, fmt.Errorf("prepare booking.get: %w", err))
 			return
@@ -388,17 +385,26 @@ func (b *bench) measureGoverned(ctx context.Context) {
 			slog.Warn("stop capgate", "err", err)
 		}
 	}()
-	url := p.mcpURL()
-	if err := validateGreet(ctx, url); err != nil {
-		b.fail(keyGoverned, fmt.Errorf("validate capgate: %w", err))
-		return
-	}
-	body, err := toolCallBody(greetTool, greetIn{Name: greetName})
+	j, err := greetJob(ctx, keyGoverned, p)
 	if err != nil {
 		b.fail(keyGoverned, err)
 		return
 	}
-	b.measure(ctx, keyGoverned, job{name: keyGoverned, url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting, cpu: p.cpu})
+	b.measure(ctx, keyGoverned, j)
+}
+
+// greetJob checks that the capgate p answers hello.greet and returns the
+// job that loads it with that call.
+func greetJob(ctx context.Context, name string, p *capgateProc) (job, error) {
+	url := p.mcpURL()
+	if err := validateGreet(ctx, url); err != nil {
+		return job{}, fmt.Errorf("validate capgate: %w", err)
+	}
+	body, err := toolCallBody(greetTool, greetIn{Name: greetName})
+	if err != nil {
+		return job{}, err
+	}
+	return job{name: name, url: url, body: body, marker: greet(greetIn{Name: greetName}).Greeting, cpu: p.cpu}, nil
 }
 
 // measureInproc starts one in-process server, validates and measures it,

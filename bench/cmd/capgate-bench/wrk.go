@@ -107,15 +107,24 @@ func wrkVersion(ctx context.Context, wrk string) string {
 	return strings.TrimSpace(line)
 }
 
-// run warms the server up with a discarded run, then measures it.
-func (l *load) run(ctx context.Context, j job) (*result, error) {
+// script writes j's wrk script and returns its path.
+func (l *load) script(j job) (string, error) {
 	script := filepath.Join(l.workDir, j.name+".lua")
 	bodies := j.bodies
 	if len(bodies) == 0 {
 		bodies = [][]byte{j.body}
 	}
 	if err := os.WriteFile(script, []byte(luaScript(bodies, j.marker)), 0o600); err != nil {
-		return nil, fmt.Errorf("write wrk script: %w", err)
+		return "", fmt.Errorf("write wrk script: %w", err)
+	}
+	return script, nil
+}
+
+// run warms the server up with a discarded run, then measures it.
+func (l *load) run(ctx context.Context, j job) (*result, error) {
+	script, err := l.script(j)
+	if err != nil {
+		return nil, err
 	}
 	if l.warmup > 0 {
 		if _, _, err := l.wrk1(ctx, script, j, l.warmup); err != nil {
