@@ -96,7 +96,7 @@ func TestMemoryForgetsOnlyFullBuckets(t *testing.T) {
 	c.advance(2 * time.Hour) // every idle bucket is full again
 	allow(t, m, "busy", r)   // empty for an hour
 	allow(t, m, "new", r)    // over the size: the full ones go
-	if n := len(m.buckets); n != 2 {
+	if n := m.keys.Load(); n != 2 {
 		t.Errorf("%d buckets kept, want busy and new", n)
 	}
 	if ok, _ := allow(t, m, "busy", r); ok {
@@ -142,7 +142,7 @@ func TestMemoryNoRate(t *testing.T) {
 			t.Errorf("rate %+v: ok=%v wait=%v", r, ok, wait)
 		}
 	}
-	if len(m.buckets) != 0 {
-		t.Errorf("%d buckets kept for rates that limit nothing", len(m.buckets))
+	if n := m.keys.Load(); n != 0 {
+		t.Errorf("%d buckets kept for rates that limit nothing", n)
 	}
 }
