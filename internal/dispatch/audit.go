@@ -28,8 +28,6 @@ type Origin struct {
 
 type originKey struct{}
 
-type callIDKey struct{}
-
 // WithOrigin returns ctx carrying o for the calls made with it.
 func WithOrigin(ctx context.Context, o Origin) context.Context {
 	return context.WithValue(ctx, originKey{}, o)
@@ -39,13 +37,6 @@ func WithOrigin(ctx context.Context, o Origin) context.Context {
 func OriginOf(ctx context.Context) Origin {
 	o, _ := ctx.Value(originKey{}).(Origin)
 	return o
-}
-
-// CallID is the audit ID the gate gave the call a Provider is running
-// with ctx; empty when no auditor is in use.
-func CallID(ctx context.Context) string {
-	id, _ := ctx.Value(callIDKey{}).(string)
-	return id
 }
 
 // Decision is one call as the gate decided and ran it.
@@ -108,9 +99,10 @@ func (d *Dispatcher) UseAuditor(a Auditor, refuseActions bool) {
 // audited runs one call through the gate and records its decision.
 func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args json.RawMessage) (json.RawMessage, error) {
 	start := time.Now()
+	// The ID reaches the provider in its Request, not in ctx: another
+	// layer of ctx would lengthen every lookup below it.
 	id := d.auditor.NewID(start)
-	ctx = context.WithValue(ctx, callIDKey{}, id)
-	res, err := d.invoke(ctx, p, name, args)
+	res, err := d.invoke(ctx, p, name, args, id)
 	dec := Decision{
 		ID: id, Origin: OriginOf(ctx), Time: start, Latency: time.Since(start), Principal: p,
 		Capability: name, Args: args,

@@ -169,7 +169,7 @@ func TestNestedCallsNameTheirParent(t *testing.T) {
 			return json.RawMessage(`{"ok":true}`), nil
 		}
 		o := dispatch.OriginOf(ctx)
-		o.ParentID = dispatch.CallID(ctx)
+		o.ParentID = r.CallID
 		if _, err := d.Invoke(dispatch.WithOrigin(ctx, o), r.Principal, capPing, nil); err != nil {
 			return nil, err
 		}

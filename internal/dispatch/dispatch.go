@@ -122,6 +122,10 @@ type Request struct {
 	// StepOwnership and runs nothing; a target that does not exist is its
 	// NotFound.
 	CheckOwner bool
+	// CallID is the audit ID the gate gave this call; empty when no
+	// auditor is in use. The nested calls a provider makes while it runs
+	// name it as their Origin.ParentID.
+	CallID string
 }
 
 // Owned is the ownership step for a provider that knows the owner of the
@@ -377,10 +381,12 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 	if d.auditor != nil {
 		return d.audited(ctx, p, name, args)
 	}
-	return d.invoke(ctx, p, name, args)
+	return d.invoke(ctx, p, name, args, "")
 }
 
-func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args json.RawMessage) (json.RawMessage, error) {
+// invoke is the gate for a call the auditor named callID (empty without
+// one).
+func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args json.RawMessage, callID string) (json.RawMessage, error) {
 	e, ok := d.reg.Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownCapability, name)
@@ -405,10 +411,11 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	if err := e.ValidateArgs(args); err != nil {
 		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %s", name, shorten(err.Error()))}
 	}
+	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: callID}
 	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {
-		return d.idempotent(ctx, p, e, args, key)
+		return d.idempotent(ctx, e, req, key)
 	}
-	return d.run(ctx, p, e, args)
+	return d.run(ctx, e, req)
 }
 
 // OwnershipReason is what an ownership refusal says.
@@ -422,9 +429,10 @@ var ErrResultMismatch = errors.New("result does not match the output schema")
 // run is the ownership step and the call itself, sent together: the
 // providing plugin resolves the owner and runs the call in one round trip.
 // The result is checked against the output schema before anyone sees it.
-func (d *Dispatcher) run(ctx context.Context, p Principal, e *registry.Entry, args json.RawMessage) (json.RawMessage, error) {
-	check := e.OwnerGuarded && p.Scope != ScopeAdmin
-	res, err := d.providers[e.Plugin].Invoke(ctx, Request{Principal: p, Capability: e.Name, Args: args, CheckOwner: check})
+func (d *Dispatcher) run(ctx context.Context, e *registry.Entry, req Request) (json.RawMessage, error) {
+	check := e.OwnerGuarded && req.Principal.Scope != ScopeAdmin
+	req.CheckOwner = check
+	res, err := d.providers[e.Plugin].Invoke(ctx, req)
 	if err != nil {
 		var r *Refusal
 		if errors.As(err, &r) {

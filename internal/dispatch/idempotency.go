@@ -66,7 +66,8 @@ const settleTimeout = 5 * time.Second
 // needs every permission the first call needed, yet an outcome that
 // changed the target (a cancelled booking) is replayed rather than
 // re-checked against the changed state.
-func (d *Dispatcher) idempotent(ctx context.Context, p Principal, e *registry.Entry, args json.RawMessage, key string) (json.RawMessage, error) {
+func (d *Dispatcher) idempotent(ctx context.Context, e *registry.Entry, r Request, key string) (json.RawMessage, error) {
+	p, args := r.Principal, r.Args
 	if err := idempotency.ValidateKey(key); err != nil {
 		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("_meta %q: %s; nothing ran", MetaIdempotencyKey, unwrapInvalid(err))}
 	}
@@ -109,7 +110,7 @@ func (d *Dispatcher) idempotent(ctx context.Context, p Principal, e *registry.En
 		d.idem.Logger.Warn("an idempotency key's earlier attempt never recorded an outcome; running the action again",
 			"capability", e.Name, "user", p.UserID, "attempt", claim.Attempt)
 	}
-	res, err := d.run(ctx, p, e, args)
+	res, err := d.run(ctx, e, r)
 	d.settle(ctx, claim.Ticket, e.Name, res, err)
 	return res, err
 }

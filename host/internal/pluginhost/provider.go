@@ -39,7 +39,7 @@ func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessag
 	// While the call runs, the plugin may call back through the gate as the
 	// caller.
 	origin := dispatch.OriginOf(ctx)
-	origin.ParentID = dispatch.CallID(ctx)
+	origin.ParentID = r.CallID
 	p.inflight.add(id, inflightCall{principal: r.Principal, depth: nestedDepth(ctx), origin: origin})
 	defer p.inflight.remove(id)
 	res, err := inst.calls.Invoke(ctx, id, r)
