@@ -45,7 +45,7 @@
 // it in a queue of WriterConfig.QueueSize records (default 10 000), or
 // returns ErrQueueFull and counts a drop when the queue is at its bound. A
 // background goroutine writes a batch as soon as BatchSize records
-// (default 500) are queued, and everything queued every FlushInterval
+// (default 2048) are queued, and everything queued every FlushInterval
 // (default 200 ms), one transaction per batch. The flush window: while
 // the store accepts writes, a record Write accepted is committed within
 // FlushInterval plus the time of one Append (bounded by AppendTimeout,

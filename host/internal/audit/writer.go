@@ -12,7 +12,7 @@ import (
 // Writer defaults.
 const (
 	DefaultQueueSize         = 10000
-	DefaultBatchSize         = 500
+	DefaultBatchSize         = 4 * maxBlockRecords
 	DefaultFlushInterval     = 200 * time.Millisecond
 	DefaultAppendTimeout     = 5 * time.Second
 	DefaultRetentionInterval = time.Hour
