@@ -201,7 +201,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 1, "times to run the whole sequence; the report shows each server's median over its undisturbed runs")
 	fs.StringVar(&only, "only", strings.Join(defaultKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", ")+" ("+keyReplicas+", which needs PostgreSQL and NATS, only when named)")
 	fs.DurationVar(&o.settle, "settle", 30*time.Second, "before each server, wait up to this long for other processes to leave the CPU idle (0: don't wait)")
-	fs.IntVar(&o.pairs, "pairs", 20, "governance check: pairs of back-to-back bursts on the plain and governed capgates, both running (0: judge the governed row by round instead)")
+	fs.IntVar(&o.pairs, "pairs", 40, "governance check: pairs of back-to-back bursts on the plain and governed capgates, both running (0: judge the governed row by round instead)")
 	fs.DurationVar(&o.pairBurst, "pair-burst", time.Second, "governance check: the length of one burst (whole seconds)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")
 	fs.IntVar(&o.searchDocuments, "search-documents", 100_000, "documents in the search rows' generated catalogue (1 to 1000000)")
