@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -248,17 +249,6 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (Store, error
 // newStore finishes opening s: records still in the first schema's
 // table move into blocks.
 func newStore(ctx context.Context, s *sqlStore) (Store, error) {
-	// The append statements are prepared once: parsing them again for
-	// every batch cost SQLite about a third of an append.
-	var err error
-	if s.takeSeqs, err = s.db.PrepareContext(ctx, `UPDATE audit_sequence SET last = last + $1 RETURNING last`); err == nil {
-		s.insert, err = s.db.PrepareContext(ctx, `INSERT INTO audit_blocks (first_seq, last_seq, records, min_time, max_time, keys, body)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`)
-	}
-	if err != nil {
-		_ = s.Close()
-		return nil, fmt.Errorf("prepare audit statements: %w", err)
-	}
 	if err := s.convertLegacy(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -275,11 +265,37 @@ type sqlStore struct {
 	d            dialect
 	now          func() time.Time
 	deleteBlocks int
-	// takeSeqs and insert are the statements of every append.
+	// stmtMu guards takeSeqs and insert, the statements of every append,
+	// prepared by the first (see appendStmts).
+	stmtMu           sync.Mutex
 	takeSeqs, insert *sql.Stmt
 }
 
+// appendStmts returns the append statements, preparing them the first
+// time: parsing them again for every batch cost SQLite about a third of
+// an append. Only a store that writes prepares them, so a trail opened to
+// be read fails, if its tables are gone, as it reads.
+func (s *sqlStore) appendStmts(ctx context.Context) (takeSeqs, insert *sql.Stmt, err error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if s.insert != nil {
+		return s.takeSeqs, s.insert, nil
+	}
+	if takeSeqs, err = s.db.PrepareContext(ctx, `UPDATE audit_sequence SET last = last + $1 RETURNING last`); err != nil {
+		return nil, nil, fmt.Errorf("prepare: %w", err)
+	}
+	if insert, err = s.db.PrepareContext(ctx, `INSERT INTO audit_blocks (first_seq, last_seq, records, min_time, max_time, keys, body)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`); err != nil {
+		_ = takeSeqs.Close()
+		return nil, nil, fmt.Errorf("prepare: %w", err)
+	}
+	s.takeSeqs, s.insert = takeSeqs, insert
+	return takeSeqs, insert, nil
+}
+
 func (s *sqlStore) Close() error {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
 	for _, st := range []*sql.Stmt{s.takeSeqs, s.insert} {
 		if st != nil {
 			_ = st.Close()
@@ -342,22 +358,25 @@ func (s *sqlStore) appendBlocks(ctx context.Context, bs []*builder) error {
 	for _, b := range bs {
 		total += b.count
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		// Taking the range locks the sequence row until commit, so appends
-		// commit in the order of their seqs.
-		var last int64
-		if err := tx.StmtContext(ctx, s.takeSeqs).QueryRowContext(ctx, total).Scan(&last); err != nil {
-			return fmt.Errorf("take seqs: %w", err)
-		}
-		first := last - int64(total) + 1
-		for _, b := range bs {
-			if err := s.insertBlock(ctx, tx, b.block(first, first+int64(b.count)-1)); err != nil {
-				return err
+	takeSeqs, _, err := s.appendStmts(ctx)
+	if err == nil {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			// Taking the range locks the sequence row until commit, so appends
+			// commit in the order of their seqs.
+			var last int64
+			if err := tx.StmtContext(ctx, takeSeqs).QueryRowContext(ctx, total).Scan(&last); err != nil {
+				return fmt.Errorf("take seqs: %w", err)
 			}
-			first += int64(b.count)
-		}
-		return nil
-	})
+			first := last - int64(total) + 1
+			for _, b := range bs {
+				if err := s.insertBlock(ctx, tx, b.block(first, first+int64(b.count)-1)); err != nil {
+					return err
+				}
+				first += int64(b.count)
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("append %d audit records: %w", total, err)
 	}
@@ -381,7 +400,11 @@ func (s *sqlStore) inTx(ctx context.Context, f func(*sql.Tx) error) error {
 }
 
 func (s *sqlStore) insertBlock(ctx context.Context, tx *sql.Tx, b block) error {
-	_, err := tx.StmtContext(ctx, s.insert).ExecContext(ctx,
+	_, insert, err := s.appendStmts(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = tx.StmtContext(ctx, insert).ExecContext(ctx,
 		b.first, b.last, b.count, s.d.time(b.minTime), s.d.time(b.maxTime), b.keys, b.body)
 	return err
 }
