@@ -25,6 +25,23 @@ const (
 	Action Kind = 2
 )
 
+// Risk is how much harm a call can do, and so what the host asks before
+// running it. It is the plugin's default: the operator may raise or lower
+// it per capability or per pack. The zero value is Safe.
+type Risk int
+
+const (
+	// Safe calls run once the gate admits them.
+	Safe Risk = Risk(capgatev1.Risk_RISK_SAFE)
+	// ReviewRequired calls run once the caller's user confirms them in the
+	// client, or a human approver approves them when the client cannot ask.
+	ReviewRequired Risk = Risk(capgatev1.Risk_RISK_REVIEW_REQUIRED)
+	// Dangerous calls run only once a human approver approves them.
+	Dangerous Risk = Risk(capgatev1.Risk_RISK_DANGEROUS)
+	// Blocked calls never run.
+	Blocked Risk = Risk(capgatev1.Risk_RISK_BLOCKED)
+)
+
 // Scope is what a caller's token may do, whatever its role.
 type Scope string
 
@@ -108,6 +125,9 @@ type Tool[In, Out any] struct {
 	Permission string
 	// Destructive marks an action whose effect the caller cannot undo.
 	Destructive bool
+	// Risk is what a call takes to run (Safe when unset): Dangerous for a
+	// call a human should approve first, such as one that moves money.
+	Risk Risk
 	// Handler runs the capability.
 	Handler func(ctx context.Context, call Call, in In) (Out, error)
 	// Owner, when set, makes the capability owner-guarded: it names the
@@ -255,6 +275,9 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	if t.Kind != Read && t.Kind != Action {
 		panic(fmt.Sprintf("sdk.Add %q: Kind must be sdk.Read or sdk.Action", t.Name))
 	}
+	if t.Risk < 0 || t.Risk > Blocked {
+		panic(fmt.Sprintf("sdk.Add %q: Risk must be sdk.Safe, sdk.ReviewRequired, sdk.Dangerous or sdk.Blocked", t.Name))
+	}
 	if t.Pack == "" {
 		t.Pack = p.pack
 	}
@@ -275,6 +298,7 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 			Permission:   t.Permission,
 			OwnerGuarded: t.Owner != nil,
 			Destructive:  t.Destructive,
+			Risk:         capgatev1.Risk(t.Risk),
 		},
 		invoke: func(ctx context.Context, call Call, raw json.RawMessage, check *capgatev1.OwnerCheck) (json.RawMessage, bool, error) {
 			in, err := decodeArgs[In](raw)

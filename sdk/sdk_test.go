@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capgate/capgate/internal/pluginwire"
+	"github.com/capgate/capgate/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk"
 	"github.com/capgate/capgate/sdk/sdktest"
@@ -72,7 +74,7 @@ func newNotes(configured *pluginConfig) *sdk.Plugin {
 		},
 	})
 	sdk.Add(p, sdk.Tool[noteIn, noteOut]{
-		Name: "notes.delete", Kind: sdk.Action, Pack: "notes", Permission: "notes.write", Destructive: true,
+		Name: "notes.delete", Kind: sdk.Action, Pack: "notes", Permission: "notes.write", Destructive: true, Risk: sdk.Dangerous,
 		Handler: func(ctx context.Context, call sdk.Call, in noteIn) (noteOut, error) { return noteOut{ID: in.ID}, nil },
 	})
 	return p
@@ -88,11 +90,25 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("describe = %v", d)
 	}
 	get, del := d.Capabilities[0], d.Capabilities[1]
-	if get.Kind != capgatev1.Kind_KIND_READ || !get.OwnerGuarded || get.Destructive || get.Permission != "notes.read" {
+	if get.Kind != capgatev1.Kind_KIND_READ || !get.OwnerGuarded || get.Destructive || get.Permission != "notes.read" || get.Risk != capgatev1.Risk_RISK_UNSPECIFIED {
 		t.Errorf("notes.get = %v", get)
 	}
-	if del.Kind != capgatev1.Kind_KIND_ACTION || del.OwnerGuarded || !del.Destructive {
+	if del.Kind != capgatev1.Kind_KIND_ACTION || del.OwnerGuarded || !del.Destructive || del.Risk != capgatev1.Risk_RISK_DANGEROUS {
 		t.Errorf("notes.delete = %v", del)
+	}
+	// The host reads the levels in its own terms; an unspecified one,
+	// from a plugin built before risk, is safe.
+	for _, c := range []struct {
+		desc *capgatev1.Capability
+		want registry.Risk
+	}{{get, registry.RiskSafe}, {del, registry.RiskDangerous}} {
+		if rc, err := pluginwire.Capability(c.desc, "notes"); err != nil || rc.Risk != c.want {
+			t.Errorf("%s: risk %q, %v; want %q", c.desc.Name, rc.Risk, err, c.want)
+		}
+	}
+	unknown := &capgatev1.Capability{Name: "notes.odd", Kind: capgatev1.Kind_KIND_READ, Risk: capgatev1.Risk(99)}
+	if _, err := pluginwire.Capability(unknown, "notes"); err == nil || !strings.Contains(err.Error(), "risk") {
+		t.Errorf("an unknown risk level: %v; want an error naming the risk", err)
 	}
 	var in map[string]any
 	if err := json.Unmarshal(get.InputSchema, &in); err != nil {

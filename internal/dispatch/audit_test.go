@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/internal/dispatch"
-	"github.com/capgate/capgate/internal/registry"
 )
 
 // trail is an Auditor keeping decisions in memory, with a switch for its
@@ -152,7 +151,7 @@ func TestAuditStep(t *testing.T) {
 				t.Errorf("%d records, want 2", n)
 			}
 			// The step does not hide anything from tools/list.
-			if !slices.ContainsFunc(d.Visible(aliceAction), func(e *registry.Entry) bool { return e.Name == capBook }) {
+			if !slices.ContainsFunc(d.Visible(aliceAction), func(e dispatch.Listed) bool { return e.Name == capBook }) {
 				t.Error("tools/list hides the action while the trail is down")
 			}
 		})

@@ -47,6 +47,7 @@ const (
 	StepUserBinding Step = "user_binding"
 	StepScope       Step = "scope"
 	StepPermission  Step = "permission"
+	StepRisk        Step = "risk"
 	StepRateLimit   Step = "rate_limit"
 	StepOwnership   Step = "ownership"
 )
@@ -162,6 +163,31 @@ type Policy struct {
 	DisabledCapabilities []string
 	// Limits are the rate limits; the zero value limits nothing.
 	Limits Limits
+	// Risk overrides the risk levels plugins declare.
+	Risk RiskPolicy
+}
+
+// RiskPolicy is the operator's say over risk levels: a level set for a
+// capability wins over one set for its pack, which wins over the level
+// its plugin declares. Names that match nothing registered are kept, so a
+// capability that arrives later takes its level.
+type RiskPolicy struct {
+	Capabilities map[string]registry.Risk
+	Packs        map[string]registry.Risk
+}
+
+func (r RiskPolicy) validate() error {
+	for _, m := range []struct {
+		what   string
+		levels map[string]registry.Risk
+	}{{"capability", r.Capabilities}, {"pack", r.Packs}} {
+		for name, level := range m.levels {
+			if level == "" || !level.Valid() {
+				return fmt.Errorf("risk of %s %q: %q is not one of %s", m.what, name, level, registry.RiskNames())
+			}
+		}
+	}
+	return nil
 }
 
 // Dispatcher is the gate. It is safe for concurrent use.
@@ -186,6 +212,18 @@ type compiledPolicy struct {
 	actionsOff bool
 	disabled   map[string]bool
 	limits     Limits
+	risk       RiskPolicy
+}
+
+// riskOf is c's level under the policy.
+func (pol *compiledPolicy) riskOf(c *registry.Capability) registry.Risk {
+	if r, ok := pol.risk.Capabilities[c.Name]; ok {
+		return r
+	}
+	if r, ok := pol.risk.Packs[c.Pack]; ok {
+		return r
+	}
+	return c.Risk.OrSafe()
 }
 
 type permSet struct {
@@ -229,11 +267,15 @@ func (d *Dispatcher) SetPolicy(policy Policy) error {
 	if err := policy.Limits.validate(); err != nil {
 		return err
 	}
+	if err := policy.Risk.validate(); err != nil {
+		return err
+	}
 	// Copy everything the caller passed in: the gate is shared by concurrent
 	// requests and must not change under them if the caller's maps do.
 	c := &compiledPolicy{
 		packs: maps.Clone(policy.Packs), roles: map[string]permSet{}, actionsOff: policy.ActionsOff,
 		disabled: map[string]bool{}, limits: policy.Limits.clone(),
+		risk: RiskPolicy{Capabilities: maps.Clone(policy.Risk.Capabilities), Packs: maps.Clone(policy.Risk.Packs)},
 	}
 	for role, perms := range policy.Roles {
 		s := permSet{exact: map[string]bool{}}
@@ -350,6 +392,23 @@ func check(pol *compiledPolicy, p Principal, c *registry.Capability) *Refusal {
 	if c.Permission != "" && !pol.roles[p.Role].holds(c.Permission) {
 		return &Refusal{Step: StepPermission, Capability: c.Name, Reason: fmt.Sprintf("role %q does not hold permission %q", p.Role, c.Permission)}
 	}
+	// After permission, so that only a caller who may call it learns that
+	// the capability is blocked.
+	if pol.riskOf(c) == registry.RiskBlocked {
+		return &Refusal{Step: StepRisk, Capability: c.Name, Reason: "this capability is blocked: no call may run it on this server"}
+	}
+	return nil
+}
+
+// held is the risk step for a call that passed every other: one that
+// needs a human first does not run. This gate takes no approvals, so it
+// refuses such a call rather than run it unreviewed.
+func held(pol *compiledPolicy, c *registry.Capability) *Refusal {
+	switch risk := pol.riskOf(c); risk {
+	case registry.RiskReviewRequired, registry.RiskDangerous:
+		return &Refusal{Step: StepRisk, Capability: c.Name, Reason: fmt.Sprintf(
+			"this capability is %s: a call runs only once a human approves it, and this server takes no approvals", risk)}
+	}
 	return nil
 }
 
@@ -359,18 +418,32 @@ func (d *Dispatcher) Allowed(p Principal, c *registry.Capability) bool {
 	return check(d.policy.Load(), p, c) == nil
 }
 
-// Visible returns the capabilities p may call, in name order. Rate limits
-// do not hide anything: a capability over its limit now is callable later.
-func (d *Dispatcher) Visible(p Principal) []*registry.Entry {
+// Listed is a capability as a listing shows it.
+type Listed struct {
+	*registry.Entry
+	// Risk is the level the policy gives it: never RiskBlocked, which is
+	// listed to no one.
+	Risk registry.Risk
+}
+
+// Visible returns the capabilities p may call, in name order, each with
+// its risk, all under one policy. Rate limits do not hide anything: a
+// capability over its limit now is callable later.
+func (d *Dispatcher) Visible(p Principal) []Listed {
 	pol := d.policy.Load()
 	all := d.reg.All()
-	out := make([]*registry.Entry, 0, len(all))
+	out := make([]Listed, 0, len(all))
 	for _, e := range all {
 		if check(pol, p, &e.Capability) == nil {
-			out = append(out, e)
+			out = append(out, Listed{Entry: e, Risk: pol.riskOf(&e.Capability)})
 		}
 	}
 	return out
+}
+
+// Risk is the level the current policy gives c.
+func (d *Dispatcher) Risk(c *registry.Capability) registry.Risk {
+	return d.policy.Load().riskOf(c)
 }
 
 // Invoke is the gate: it runs every step, validates the arguments, and only
@@ -410,6 +483,9 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	}
 	if err := e.ValidateArgs(args); err != nil {
 		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %s", name, shorten(err.Error()))}
+	}
+	if r := held(pol, &e.Capability); r != nil {
+		return nil, r
 	}
 	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: callID}
 	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {

@@ -15,14 +15,17 @@
 //  5. permission: the principal's role holds the capability's permission
 //     ("*" holds every permission, "booking.*" every one starting with
 //     "booking."); a capability that declares no permission needs none;
-//  6. audit: an action is refused while the audit trail cannot be
+//  6. risk: a capability at registry.RiskBlocked never runs (the level is
+//     the operator's for the capability, else for its pack, else its
+//     plugin's: Policy.Risk);
+//  7. audit: an action is refused while the audit trail cannot be
 //     written, when the operator asked for that (UseAuditor); reads carry
 //     on;
-//  7. rate limit: the token has calls left (Policy.Limits, counted by the
+//  8. rate limit: the token has calls left (Policy.Limits, counted by the
 //     Limiter given to UseLimiter): its rate for this capability, then its
 //     rate over all capabilities. A refusal says when to retry
 //     (Refusal.RetryAfter); a counter that cannot count refuses;
-//  8. ownership: for owner-guarded capabilities, the target belongs to the
+//  9. ownership: for owner-guarded capabilities, the target belongs to the
 //     caller (admin-scope principals bypass this step). Only the providing
 //     plugin knows who owns its records, so this step travels with the call
 //     (Request.CheckOwner): the plugin resolves the owner and refuses, with
@@ -38,7 +41,7 @@
 // or tool error) is kept; a repeat by the same user with the same key and
 // arguments gets that outcome and runs nothing, a repeat while the outcome
 // is unknown is told to wait, and a key reused for another call is
-// refused. A replay still passes steps 1 to 7; ownership is not asked again,
+// refused. A replay still passes steps 1 to 8; ownership is not asked again,
 // as the first call changed the target (a cancelled booking).
 //
 // Arguments are validated against the input schema after the steps that do
@@ -50,7 +53,12 @@
 // entity) is a *ToolError. Protocol adapters translate these and check
 // nothing themselves.
 //
-// Steps 1 to 5 do not depend on the arguments: Dispatcher.Allowed and
+// A call whose capability is at registry.RiskReviewRequired or
+// registry.RiskDangerous needs a human's yes before it runs. It is held at
+// step risk once its arguments are valid, before the idempotency step and
+// the call; this gate takes no approvals, so such a call is refused there.
+//
+// Steps 1 to 6 do not depend on the arguments: Dispatcher.Allowed and
 // Dispatcher.Visible answer them alone, so a tools/list shows exactly the
 // capabilities a tools/call would admit before looking at arguments. A
 // rate limit hides nothing: what is over its limit now is callable later.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/ratelimit"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // The gate matrix: every combination of the inputs the gate decides on,
@@ -32,6 +33,17 @@ const (
 	killNone       killState = "none"
 	killActionsOff killState = "actions-off"  // the kill switch
 	killDisabled   killState = "cap-disabled" // this capability is switched off
+)
+
+// riskState is the operator's risk levels.
+type riskState string
+
+const (
+	riskDefault     riskState = "default"      // the plugin's level (safe)
+	riskBlockedCap  riskState = "blocked"      // the capability is blocked
+	riskBlockedPack riskState = "pack-blocked" // its pack is blocked, but the capability is set safe
+	riskDangerous   riskState = "dangerous"    // the capability needs an approval
+	riskReviewPack  riskState = "pack-review"  // its pack needs a review
 )
 
 // exhausted is a rate-limit counter with no call left in any bucket.
@@ -92,6 +104,7 @@ var shapes = []shape{
 
 type combo struct {
 	kill      killState
+	risk      riskState
 	auditDown bool // the audit trail cannot be written
 	limited   bool // the token has no call left to this capability
 	pack      packState
@@ -120,7 +133,7 @@ func (c combo) String() string {
 	if c.auditDown {
 		au = "audit-down"
 	}
-	return fmt.Sprintf("kill=%s/pack=%s/scope=%q/%s/perm=%s/%s/%s/%s/target=%s/%s", c.kill, c.pack, c.scope, b, c.grant, au, l, c.shape.name, c.target, a)
+	return fmt.Sprintf("kill=%s/pack=%s/scope=%q/%s/perm=%s/risk=%s/%s/%s/%s/target=%s/%s", c.kill, c.pack, c.scope, b, c.grant, c.risk, au, l, c.shape.name, c.target, a)
 }
 
 // verdict is what the gate should do with a combination.
@@ -128,13 +141,16 @@ type verdict struct {
 	outcome string // a dispatch.Step, "invalid-input", "not-found" or "ok"
 	resolve bool   // the provider is asked who owns the target
 	invoke  bool   // the provider runs the capability
+	// held: refused at step risk after the arguments, for want of a
+	// human's approval; tools/list still shows the capability.
+	held bool
 }
 
 // argumentIndependent are the outcomes decided before arguments matter:
 // exactly what tools/list must agree with.
 var argumentIndependent = []string{
 	string(dispatch.StepKillSwitch), string(dispatch.StepPack), string(dispatch.StepUserBinding),
-	string(dispatch.StepScope), string(dispatch.StepPermission),
+	string(dispatch.StepScope), string(dispatch.StepPermission), string(dispatch.StepRisk),
 }
 
 // oracle applies the rules of doc.go, in their order, to a combination.
@@ -151,12 +167,16 @@ func oracle(c combo) verdict {
 		return verdict{outcome: "scope"}
 	case !c.grant.held(): // 5. the role holds the permission
 		return verdict{outcome: "permission"}
+	case c.risk == riskBlockedCap: // 6. a blocked capability never runs (a capability's own level wins over its pack's)
+		return verdict{outcome: "risk"}
 	case c.auditDown && c.shape.action: // 6. actions need the audit trail
 		return verdict{outcome: "audit"}
 	case c.limited: // 7. the rate limit, before the arguments are read
 		return verdict{outcome: "rate_limit"}
 	case !c.argsValid: // arguments, before any plugin sees them
 		return verdict{outcome: "invalid-input"}
+	case c.risk == riskDangerous, c.risk == riskReviewPack: // held for a human, whom this gate cannot ask
+		return verdict{outcome: "risk", held: true}
 	}
 	if c.shape.guarded && c.scope != dispatch.ScopeAdmin { // 8. ownership; admins bypass
 		switch {
@@ -191,15 +211,23 @@ func outcomeOf(err error) string {
 }
 
 // combos generates every combination. Capabilities that name no target
-// are not multiplied by targets.
+// are not multiplied by targets, and the risk levels only the switches
+// and steps before them.
 func combos() []combo {
 	var out []combo
 	for _, kill := range []killState{killNone, killActionsOff, killDisabled} {
 		for _, auditDown := range []bool{false, true} {
 			for _, limited := range []bool{false, true} {
-				for _, c := range gateCombos() {
-					c.kill, c.auditDown, c.limited = kill, auditDown, limited
-					out = append(out, c)
+				risks := []riskState{riskDefault, riskDangerous}
+				if kill != killActionsOff && !auditDown && !limited {
+					risks = append(risks, riskReviewPack)
+					risks = append(risks, riskBlockedCap, riskBlockedPack)
+				}
+				for _, risk := range risks {
+					for _, c := range gateCombos() {
+						c.kill, c.auditDown, c.limited, c.risk = kill, auditDown, limited, risk
+						out = append(out, c)
+					}
 				}
 			}
 		}
@@ -245,6 +273,17 @@ func TestGateMatrix(t *testing.T) {
 			}
 			if c.kill == killDisabled {
 				policy.DisabledCapabilities = []string{c.shape.name}
+			}
+			switch c.risk {
+			case riskBlockedCap:
+				policy.Risk.Capabilities = map[string]registry.Risk{c.shape.name: registry.RiskBlocked}
+			case riskBlockedPack:
+				policy.Risk.Packs = map[string]registry.Risk{"booking": registry.RiskBlocked}
+				policy.Risk.Capabilities = map[string]registry.Risk{c.shape.name: registry.RiskSafe}
+			case riskDangerous:
+				policy.Risk.Capabilities = map[string]registry.Risk{c.shape.name: registry.RiskDangerous}
+			case riskReviewPack:
+				policy.Risk.Packs = map[string]registry.Risk{"booking": registry.RiskReviewRequired}
 			}
 			switch c.pack {
 			case packOn:
@@ -298,14 +337,19 @@ func TestGateMatrix(t *testing.T) {
 			// the arguments matter: Allowed and Visible agree with the
 			// oracle and with what Invoke just did.
 			e, _ := reg.Lookup(c.shape.name)
-			admitted := !slices.Contains(argumentIndependent, want.outcome)
+			admitted := !slices.Contains(argumentIndependent, want.outcome) || want.held
 			var r *dispatch.Refusal
-			invokeAdmitted := !errors.As(err, &r) || !slices.Contains(argumentIndependent, string(r.Step))
+			invokeAdmitted := !errors.As(err, &r) || !slices.Contains(argumentIndependent, string(r.Step)) || want.held
 			if allowed := d.Allowed(p, &e.Capability); allowed != admitted || allowed != invokeAdmitted {
 				t.Errorf("Allowed = %v; oracle admits = %v, Invoke admitted = %v", allowed, admitted, invokeAdmitted)
 			}
-			if visible := slices.Contains(d.Visible(p), e); visible != admitted {
+			i := slices.IndexFunc(d.Visible(p), func(l dispatch.Listed) bool { return l.Entry == e })
+			if visible := i >= 0; visible != admitted {
 				t.Errorf("listed by Visible = %v, want %v", visible, admitted)
+			}
+			wantRisk := map[riskState]registry.Risk{riskDangerous: registry.RiskDangerous, riskReviewPack: registry.RiskReviewRequired}[c.risk]
+			if i >= 0 && d.Visible(p)[i].Risk != wantRisk.OrSafe() {
+				t.Errorf("listed at risk %q, want %q", d.Visible(p)[i].Risk, wantRisk.OrSafe())
 			}
 		})
 	}

@@ -127,6 +127,16 @@ func NestedResponse(ctx context.Context, capability string, res json.RawMessage,
 	return nil, status.Errorf(codes.Internal, "%s failed", capability)
 }
 
+// risks maps the wire's levels to the registry's; unspecified, from a
+// plugin built before risk existed, is safe.
+var risks = map[capgatev1.Risk]registry.Risk{
+	capgatev1.Risk_RISK_UNSPECIFIED:     registry.RiskSafe,
+	capgatev1.Risk_RISK_SAFE:            registry.RiskSafe,
+	capgatev1.Risk_RISK_REVIEW_REQUIRED: registry.RiskReviewRequired,
+	capgatev1.Risk_RISK_DANGEROUS:       registry.RiskDangerous,
+	capgatev1.Risk_RISK_BLOCKED:         registry.RiskBlocked,
+}
+
 // Capability is a plugin's declaration of a capability in the registry's
 // terms.
 func Capability(c *capgatev1.Capability, plugin string) (registry.Capability, error) {
@@ -139,7 +149,12 @@ func Capability(c *capgatev1.Capability, plugin string) (registry.Capability, er
 	default:
 		return registry.Capability{}, fmt.Errorf("capability %q: kind %v is neither read nor action", c.Name, c.Kind)
 	}
+	risk, ok := risks[c.Risk]
+	if !ok {
+		return registry.Capability{}, fmt.Errorf("capability %q: risk %v is not one the host knows", c.Name, c.Risk)
+	}
 	return registry.Capability{
+		Risk:         risk,
 		Name:         c.Name,
 		Description:  c.Description,
 		Kind:         kind,

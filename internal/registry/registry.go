@@ -34,6 +34,45 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
+// Risk is how much harm a call can do, and so what it takes to run it.
+// The zero value is RiskSafe.
+type Risk string
+
+const (
+	// RiskSafe runs once the gate admits it.
+	RiskSafe Risk = "safe"
+	// RiskReviewRequired runs once the caller's user confirms it in the
+	// client, or a human approver approves it when the client cannot ask.
+	RiskReviewRequired Risk = "review_required"
+	// RiskDangerous runs only once a human approver approves it.
+	RiskDangerous Risk = "dangerous"
+	// RiskBlocked never runs.
+	RiskBlocked Risk = "blocked"
+)
+
+// Risks are the levels, least first.
+var Risks = []Risk{RiskSafe, RiskReviewRequired, RiskDangerous, RiskBlocked}
+
+// Valid reports whether r is one of Risks (or empty, which is safe).
+func (r Risk) Valid() bool { return r == "" || slices.Contains(Risks, r) }
+
+// OrSafe is r with the empty level read as RiskSafe.
+func (r Risk) OrSafe() Risk {
+	if r == "" {
+		return RiskSafe
+	}
+	return r
+}
+
+// RiskNames lists the levels for a message: "safe, review_required, ...".
+func RiskNames() string {
+	names := make([]string, len(Risks))
+	for i, r := range Risks {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ", ")
+}
+
 // Capability is one thing a principal may call.
 type Capability struct {
 	// Name is dotted and unique across all plugins, e.g. "booking.cancel".
@@ -54,6 +93,9 @@ type Capability struct {
 	OwnerGuarded bool
 	// Destructive marks an action whose effect the caller cannot undo.
 	Destructive bool
+	// Risk is the plugin's default level for the capability; the
+	// operator's policy may override it. Empty is RiskSafe.
+	Risk Risk
 	// Plugin names the plugin that provides the capability.
 	Plugin string
 }
@@ -166,6 +208,9 @@ func (r *Registry) Add(c Capability) error {
 	}
 	if c.Kind != Read && c.Kind != Action {
 		return fmt.Errorf("capability %q: kind must be read or action", c.Name)
+	}
+	if !c.Risk.Valid() {
+		return fmt.Errorf("capability %q: risk %q must be one of %s", c.Name, c.Risk, RiskNames())
 	}
 	if !r.packs[c.Pack] {
 		return fmt.Errorf("capability %q: unknown pack %q (known: %s)", c.Name, c.Pack, strings.Join(r.KnownPacks(), ", "))

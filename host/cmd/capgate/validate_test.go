@@ -138,6 +138,14 @@ func TestValidate(t *testing.T) {
 			want:    []string{`disabled_capabilities[0]: no plugin provides capability "booking.gett"`},
 		},
 		{
+			name:    "risk levels for a capability and a pack no plugin provides",
+			plugins: []string{`{name: booking, path: BIN_booking}`},
+			extra:   "risk:\n  capabilities: {booking.cancel: dangerous, booking.cancell: dangerous}\n  packs: {booking: review_required, bookings: blocked}\n",
+			code:    1,
+			want: []string{`risk.capabilities["booking.cancell"]: no plugin provides capability "booking.cancell"`,
+				`risk.packs.bookings: no plugin provides a capability in pack "bookings"`, "2 problems"},
+		},
+		{
 			name:    "two plugins declaring one capability",
 			plugins: []string{`{name: booking, path: BIN_booking}`, `{name: booking2, path: BIN_booking}`},
 			code:    1,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -446,14 +447,29 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// checkDisabled refuses to start when disabled_capabilities names a
-// capability no plugin provides: a misspelt name would leave on what the
-// operator meant to switch off.
+// checkDisabled refuses to start when disabled_capabilities or risk names
+// a capability no plugin provides, or risk a pack none does: a misspelt
+// name would leave on what the operator meant to switch off, or safe what
+// they meant to put behind a human.
 func checkDisabled(cfg *config.Config, reg *registry.Registry) error {
 	var errs []error
 	for i, name := range cfg.DisabledCapabilities {
 		if _, ok := reg.Lookup(name); !ok {
 			errs = append(errs, fmt.Errorf("disabled_capabilities[%d]: no plugin provides capability %q", i, name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Risk.Capabilities)) {
+		if _, ok := reg.Lookup(name); !ok {
+			errs = append(errs, fmt.Errorf("risk.capabilities[%q]: no plugin provides capability %q", name, name))
+		}
+	}
+	provided := map[string]bool{}
+	for _, e := range reg.All() {
+		provided[e.Pack] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Risk.Packs)) {
+		if !provided[name] {
+			errs = append(errs, fmt.Errorf("risk.packs.%s: no plugin provides a capability in pack %q", name, name))
 		}
 	}
 	return errors.Join(errs...)

@@ -58,6 +58,7 @@ func (a *App) Reload() (applied []string, err error) {
 	merged.Tokens, merged.Roles, merged.Packs = next.Tokens, next.Roles, next.Packs
 	merged.DefaultRole, merged.DefaultScope = next.DefaultRole, next.DefaultScope
 	merged.ActionsEnabled, merged.DisabledCapabilities, merged.Limits = next.ActionsEnabled, next.DisabledCapabilities, next.Limits
+	merged.Risk = next.Risk
 	if err := a.gov.reconfigure(&merged); err != nil {
 		a.log.Error("config reload refused; the running configuration stays", "err", err)
 		return nil, err
@@ -120,6 +121,7 @@ var settings = []setting{
 	{"actions_enabled", true, func(c *config.Config) any { return c.ActionsEnabled }},
 	{"disabled_capabilities", true, func(c *config.Config) any { return c.DisabledCapabilities }},
 	{"limits", true, func(c *config.Config) any { return c.Limits }},
+	{"risk", true, func(c *config.Config) any { return c.Risk }},
 	{"enabled", false, func(c *config.Config) any { return c.Enabled }},
 	{"listen", false, func(c *config.Config) any { return c.Listen }},
 	{"data_dir", false, func(c *config.Config) any { return c.DataDir }},

@@ -101,6 +101,8 @@ type Config struct {
 	DisabledCapabilities []string
 	// Limits are the rate limits per token.
 	Limits dispatch.Limits
+	// Risk overrides the risk levels plugins declare.
+	Risk dispatch.RiskPolicy
 	// LimitsCounter is where the limits are counted.
 	LimitsCounter LimitsCounter
 	Plugins       []Plugin
@@ -249,6 +251,7 @@ func (c *Config) Policy() dispatch.Policy {
 	return dispatch.Policy{
 		Packs: maps.Clone(c.Packs), Roles: roles,
 		ActionsOff: !c.ActionsEnabled, DisabledCapabilities: slices.Clone(c.DisabledCapabilities), Limits: limits,
+		Risk: dispatch.RiskPolicy{Capabilities: maps.Clone(c.Risk.Capabilities), Packs: maps.Clone(c.Risk.Packs)},
 	}
 }
 

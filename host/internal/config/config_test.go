@@ -15,6 +15,7 @@ import (
 
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 )
 
 func defaults() *Config {
@@ -481,6 +482,23 @@ func TestPolicy(t *testing.T) {
 	p.Packs["llm"] = true
 	p.Roles["viewer"][0] = "changed"
 	if cfg.Packs["llm"] || cfg.Roles["viewer"][0] != "booking.read" {
+		t.Error("changing the policy changed the config")
+	}
+}
+
+// TestPolicyRisk: the risk section reaches the gate's policy, as copies.
+func TestPolicyRisk(t *testing.T) {
+	cfg := mustParse(t, "risk:\n  capabilities: {booking.cancel: dangerous}\n  packs: {booking: review_required}\n", nil)
+	p := cfg.Policy()
+	want := dispatch.RiskPolicy{
+		Capabilities: map[string]registry.Risk{"booking.cancel": registry.RiskDangerous},
+		Packs:        map[string]registry.Risk{"booking": registry.RiskReviewRequired},
+	}
+	if !reflect.DeepEqual(p.Risk, want) {
+		t.Fatalf("risk %+v, want %+v", p.Risk, want)
+	}
+	p.Risk.Packs["booking"] = registry.RiskSafe
+	if cfg.Risk.Packs["booking"] != registry.RiskReviewRequired {
 		t.Error("changing the policy changed the config")
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 	"github.com/capgate/capgate/sdk/sqlstore"
 )
@@ -170,7 +171,7 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
@@ -182,6 +183,7 @@ var (
 	tokenKeys        = []string{"token", "token_sha256", "label", "role", "scope", "user_id"}
 	limitsKeys       = []string{"default", "per_token", "roles", "capabilities", "redis_url", "on_redis_error"}
 	rateKeys         = []string{"rate", "burst"}
+	riskKeys         = []string{"capabilities", "packs"}
 	pluginKeys       = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "config"}
 )
 
@@ -341,6 +343,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}, Search: search}
 	cfg.DisabledCapabilities = l.capabilityNames("disabled_capabilities", sections["disabled_capabilities"])
 	cfg.Limits, cfg.LimitsCounter = l.limits(sections["limits"], roles)
+	cfg.Risk = l.risk(sections["risk"])
 	l.resolveSettings(cfg)
 	cfg.Packs = map[string]bool{}
 	for _, name := range packNames {
@@ -1290,6 +1293,50 @@ func (l *loader) limits(n *yaml.Node, roles map[string][]string) (dispatch.Limit
 		l.addf("limits.on_redis_error", n.Line, "applies only with limits.redis_url")
 	}
 	return out, counter
+}
+
+// risk reads the risk section: levels by capability and by pack, which
+// override the levels plugins declare.
+func (l *loader) risk(n *yaml.Node) dispatch.RiskPolicy {
+	var out dispatch.RiskPolicy
+	pairs, _ := l.mapping("risk", n)
+	for _, p := range pairs {
+		var (
+			name *regexp.Regexp
+			what string
+			into *map[string]registry.Risk
+		)
+		switch p.key {
+		case "capabilities":
+			name, what, into = capabilityName, `a capability name such as "booking.create"`, &out.Capabilities
+		case "packs":
+			name, what, into = packName, `a pack name such as "booking"`, &out.Packs
+		default:
+			l.unknown(p, riskKeys)
+			continue
+		}
+		levels, _ := l.mapping(p.path, p.val)
+		for _, e := range levels {
+			if !name.MatchString(e.key) {
+				l.addf(e.path, e.val.Line, "must be keyed by %s, got %q", what, shorten(e.key))
+				continue
+			}
+			v, ok := l.str(e.path, e.val)
+			if !ok {
+				continue
+			}
+			level := registry.Risk(v)
+			if v == "" || !level.Valid() {
+				l.addf(e.path, e.val.Line, "must be one of %s, got %q", registry.RiskNames(), shorten(v))
+				continue
+			}
+			if *into == nil {
+				*into = map[string]registry.Risk{}
+			}
+			(*into)[e.key] = level
+		}
+	}
+	return out
 }
 
 // rate reads {rate: "10/s", burst: 20}; burst defaults to the rate's count.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -342,6 +342,15 @@ func TestParseProblems(t *testing.T) {
 				`limits.capabilities.Booking: must be keyed by a capability name such as "booking.create", got "Booking" (line 6)`,
 				`limits.capabilities["booking.create"].every: unknown key; known keys are rate, burst (line 6)`,
 				`limits.total: unknown key; known keys are default, per_token, roles, capabilities, redis_url, on_redis_error (line 7)`,
+			}},
+		{"risk", "risk:\n  capabilities: {Booking: safe, booking.create: risky, booking.cancel: 3, booking.get: \"\"}\n  packs: {Booking: dangerous, booking: blocked}\n  tools: {}\n",
+			nil, []string{
+				`risk.capabilities.Booking: must be keyed by a capability name such as "booking.create", got "Booking" (line 2)`,
+				`risk.capabilities["booking.create"]: must be one of safe, review_required, dangerous, blocked, got "risky" (line 2)`,
+				`risk.capabilities["booking.cancel"]: must be a string, got 3 (line 2)`,
+				`risk.capabilities["booking.get"]: must be one of safe, review_required, dangerous, blocked, got "" (line 2)`,
+				`risk.packs.Booking: must be keyed by a pack name such as "booking", got "Booking" (line 3)`,
+				`risk.tools: unknown key; known keys are capabilities, packs (line 4)`,
 			}},
 		{"limits counter", "limits:\n  redis_url: http://cache:6379\n  on_redis_error: maybe\n",
 			nil, []string{

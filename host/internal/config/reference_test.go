@@ -54,7 +54,7 @@ func TestReferenceLoads(t *testing.T) {
 		}
 		mentions = append(mentions, leaf+":", s.Env(), "Default: "+def)
 	}
-	for _, keys := range [][]string{topKeys, httpKeys, logKeys, searchKeys, eventsKeys, tokenKeys, pluginKeys, limitsKeys, rateKeys} {
+	for _, keys := range [][]string{topKeys, httpKeys, logKeys, searchKeys, eventsKeys, tokenKeys, pluginKeys, limitsKeys, rateKeys, riskKeys} {
 		for _, k := range keys {
 			mentions = append(mentions, k+":")
 		}

@@ -70,6 +70,17 @@ func renderTool(e *registry.Entry) toolJSON {
 	return t
 }
 
+// MetaRisk is the key of a tool's _meta that gives its risk level, so an
+// agent knows before calling whether a call will wait for a human.
+const MetaRisk = "io.capgate/risk"
+
+// appendToolMeta closes a rendered tool with its _meta.
+func appendToolMeta(b []byte, risk registry.Risk) []byte {
+	b = append(b, `,"_meta":{"`+MetaRisk+`":`...)
+	b = appendString(b, string(risk))
+	return append(b, "}}"...)
+}
+
 // appendCompact appends raw JSON without insignificant whitespace. The
 // registry has already parsed every schema, so Compact cannot fail on
 // them; the fallback keeps any other input valid as a JSON null.

@@ -308,16 +308,20 @@ func (c *call) toolsList(id []byte, ps *params, out []byte) (int, []byte) {
 	}
 	out = appendResultHead(out, id)
 	out = append(out, `{"tools":[`...)
-	for i, e := range c.h.d.Visible(c.p) {
+	for i, l := range c.h.d.Visible(c.p) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		t, ok := c.h.tools[e]
+		t, ok := c.h.tools[l.Entry]
 		if !ok {
-			t = renderTool(e)
+			t = renderTool(l.Entry)
 		}
 		if c.ver.structured() {
-			out = append(out, t.full...)
+			// The risk is the policy's, which a reload changes, so it is
+			// added here rather than rendered once; 2025-03-26 has no
+			// _meta on a tool.
+			out = append(out, t.full[:len(t.full)-1]...)
+			out = appendToolMeta(out, l.Risk)
 		} else {
 			out = append(out, t.plain...)
 		}

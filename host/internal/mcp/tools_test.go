@@ -477,3 +477,48 @@ func TestToolsCallOperatorRefusals(t *testing.T) {
 		t.Errorf("tools/list should hide %s and keep %s: %s", mcptest.Search, mcptest.BookingGet, list.raw)
 	}
 }
+
+// TestToolsListShowsRisk: each tool carries its level under the current
+// policy in _meta from 2025-06-18 on (2025-03-26 has no _meta on a tool),
+// a reload changes it at once, and a blocked tool is not listed.
+func TestToolsListShowsRisk(t *testing.T) {
+	f := newFixture(t, Options{})
+	risks := func(ver string) map[string]any {
+		out := map[string]any{}
+		for _, tool := range f.send(mcptest.Admin, ver, rpc{method: "tools/list", id: 1}).result(t)["tools"].([]any) {
+			m := tool.(map[string]any)
+			meta, _ := m["_meta"].(map[string]any)
+			out[m["name"].(string)] = meta[MetaRisk]
+		}
+		return out
+	}
+	if r := risks(Version20250618); r["booking.cancel"] != "safe" || r["booking.rename"] != "safe" {
+		t.Fatalf("default risks %v; want safe", r)
+	}
+	policy := mcptest.Policy()
+	policy.Risk = dispatch.RiskPolicy{
+		Capabilities: map[string]registry.Risk{"booking.cancel": registry.RiskDangerous, "booking.get": registry.RiskBlocked},
+		Packs:        map[string]registry.Risk{"booking": registry.RiskReviewRequired},
+	}
+	if err := f.platform.Dispatcher.SetPolicy(policy); err != nil {
+		t.Fatal(err)
+	}
+	for _, ver := range []string{Version20250618, Version20251125, Version20260728} {
+		r := risks(ver)
+		if r["booking.cancel"] != "dangerous" || r["booking.rename"] != "review_required" {
+			t.Errorf("%s: risks %v; want booking.cancel dangerous, booking.rename review_required (its pack's)", ver, r)
+		}
+		if _, listed := r["booking.get"]; listed {
+			t.Errorf("%s: the blocked booking.get is listed", ver)
+		}
+	}
+	for name, risk := range risks(Version20250326) {
+		if risk != nil {
+			t.Errorf("2025-03-26: %s has _meta %v", name, risk)
+		}
+	}
+	res := f.send(mcptest.Admin, Version20250618, rpc{method: "tools/call", id: 2, params: map[string]any{"name": "booking.get", "arguments": map[string]any{"id": "b-1"}}})
+	if res.errorCode(t) != codeForbidden || !strings.Contains(string(res.raw), `"step":"risk"`) {
+		t.Errorf("calling the blocked booking.get: %s; want a refusal at step risk", res.raw)
+	}
+}

@@ -81,6 +81,68 @@ func (Kind) EnumDescriptor() ([]byte, []int) {
 	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{0}
 }
 
+// Risk is how much harm a call can do, and so what it takes to run it.
+type Risk int32
+
+const (
+	// RISK_UNSPECIFIED is RISK_SAFE: plugins built before risk existed.
+	Risk_RISK_UNSPECIFIED Risk = 0
+	// RISK_SAFE runs once the gate admits it.
+	Risk_RISK_SAFE Risk = 1
+	// RISK_REVIEW_REQUIRED runs once the caller's user confirms it, or a
+	// human approves it when the client cannot ask its user.
+	Risk_RISK_REVIEW_REQUIRED Risk = 2
+	// RISK_DANGEROUS runs only once a human approver approves it.
+	Risk_RISK_DANGEROUS Risk = 3
+	// RISK_BLOCKED never runs.
+	Risk_RISK_BLOCKED Risk = 4
+)
+
+// Enum value maps for Risk.
+var (
+	Risk_name = map[int32]string{
+		0: "RISK_UNSPECIFIED",
+		1: "RISK_SAFE",
+		2: "RISK_REVIEW_REQUIRED",
+		3: "RISK_DANGEROUS",
+		4: "RISK_BLOCKED",
+	}
+	Risk_value = map[string]int32{
+		"RISK_UNSPECIFIED":     0,
+		"RISK_SAFE":            1,
+		"RISK_REVIEW_REQUIRED": 2,
+		"RISK_DANGEROUS":       3,
+		"RISK_BLOCKED":         4,
+	}
+)
+
+func (x Risk) Enum() *Risk {
+	p := new(Risk)
+	*p = x
+	return p
+}
+
+func (x Risk) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Risk) Descriptor() protoreflect.EnumDescriptor {
+	return file_capgate_v1_plugin_proto_enumTypes[1].Descriptor()
+}
+
+func (Risk) Type() protoreflect.EnumType {
+	return &file_capgate_v1_plugin_proto_enumTypes[1]
+}
+
+func (x Risk) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Risk.Descriptor instead.
+func (Risk) EnumDescriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{1}
+}
+
 type ToolError_Code int32
 
 const (
@@ -123,11 +185,11 @@ func (x ToolError_Code) String() string {
 }
 
 func (ToolError_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_capgate_v1_plugin_proto_enumTypes[1].Descriptor()
+	return file_capgate_v1_plugin_proto_enumTypes[2].Descriptor()
 }
 
 func (ToolError_Code) Type() protoreflect.EnumType {
-	return &file_capgate_v1_plugin_proto_enumTypes[1]
+	return &file_capgate_v1_plugin_proto_enumTypes[2]
 }
 
 func (x ToolError_Code) Number() protoreflect.EnumNumber {
@@ -496,7 +558,10 @@ type Capability struct {
 	// and the plugin must honour it.
 	OwnerGuarded bool `protobuf:"varint,8,opt,name=owner_guarded,json=ownerGuarded,proto3" json:"owner_guarded,omitempty"`
 	// destructive marks an action whose effect cannot be undone by the agent.
-	Destructive   bool `protobuf:"varint,9,opt,name=destructive,proto3" json:"destructive,omitempty"`
+	Destructive bool `protobuf:"varint,9,opt,name=destructive,proto3" json:"destructive,omitempty"`
+	// risk is the plugin's default for what a call takes to run; the
+	// operator may override it per capability or per pack.
+	Risk          Risk `protobuf:"varint,10,opt,name=risk,proto3,enum=capgate.v1.Risk" json:"risk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -592,6 +657,13 @@ func (x *Capability) GetDestructive() bool {
 		return x.Destructive
 	}
 	return false
+}
+
+func (x *Capability) GetRisk() Risk {
+	if x != nil {
+		return x.Risk
+	}
+	return Risk_RISK_UNSPECIFIED
 }
 
 // Principal is the caller, as the host authenticated it.
@@ -2318,7 +2390,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
-	"\bprovider\x18\x04 \x01(\tR\bprovider\"\xab\x02\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\"\xd1\x02\n" +
 	"\n" +
 	"Capability\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2331,7 +2403,9 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"permission\x18\a \x01(\tR\n" +
 	"permission\x12#\n" +
 	"\rowner_guarded\x18\b \x01(\bR\fownerGuarded\x12 \n" +
-	"\vdestructive\x18\t \x01(\bR\vdestructive\"N\n" +
+	"\vdestructive\x18\t \x01(\bR\vdestructive\x12$\n" +
+	"\x04risk\x18\n" +
+	" \x01(\x0e2\x10.capgate.v1.RiskR\x04risk\"N\n" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x17\n" +
@@ -2449,7 +2523,13 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0f\n" +
-	"\vKIND_ACTION\x10\x022\xab\x03\n" +
+	"\vKIND_ACTION\x10\x02*k\n" +
+	"\x04Risk\x12\x14\n" +
+	"\x10RISK_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tRISK_SAFE\x10\x01\x12\x18\n" +
+	"\x14RISK_REVIEW_REQUIRED\x10\x02\x12\x12\n" +
+	"\x0eRISK_DANGEROUS\x10\x03\x12\x10\n" +
+	"\fRISK_BLOCKED\x10\x042\xab\x03\n" +
 	"\rPluginService\x12H\n" +
 	"\tConfigure\x12\x1c.capgate.v1.ConfigureRequest\x1a\x1d.capgate.v1.ConfigureResponse\x12E\n" +
 	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12@\n" +
@@ -2479,100 +2559,102 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_capgate_v1_plugin_proto_rawDescData
 }
 
-var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
-	(ToolError_Code)(0),               // 1: capgate.v1.ToolError.Code
-	(*ConfigureRequest)(nil),          // 2: capgate.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 3: capgate.v1.ConfigureResponse
-	(*DescribeRequest)(nil),           // 4: capgate.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 5: capgate.v1.DescribeResponse
-	(*EntityType)(nil),                // 6: capgate.v1.EntityType
-	(*Capability)(nil),                // 7: capgate.v1.Capability
-	(*Principal)(nil),                 // 8: capgate.v1.Principal
-	(*InvokeRequest)(nil),             // 9: capgate.v1.InvokeRequest
-	(*OwnerCheck)(nil),                // 10: capgate.v1.OwnerCheck
-	(*InvokeResponse)(nil),            // 11: capgate.v1.InvokeResponse
-	(*ToolError)(nil),                 // 12: capgate.v1.ToolError
-	(*PingRequest)(nil),               // 13: capgate.v1.PingRequest
-	(*PingResponse)(nil),              // 14: capgate.v1.PingResponse
-	(*PublishRequest)(nil),            // 15: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),           // 16: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),              // 17: capgate.v1.CallsRequest
-	(*CancelCall)(nil),                // 18: capgate.v1.CancelCall
-	(*CallsResponse)(nil),             // 19: capgate.v1.CallsResponse
-	(*CallFailure)(nil),               // 20: capgate.v1.CallFailure
-	(*StartRequest)(nil),              // 21: capgate.v1.StartRequest
-	(*StartResponse)(nil),             // 22: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),          // 23: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),         // 24: capgate.v1.DocumentsResponse
-	(*Document)(nil),                  // 25: capgate.v1.Document
-	(*RecordRequest)(nil),             // 26: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),            // 27: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),          // 28: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),         // 29: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),                // 30: capgate.v1.BusRequest
-	(*BusResponse)(nil),               // 31: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),          // 32: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),                  // 33: capgate.v1.BusEvent
-	(*HostServiceInvokeRequest)(nil),  // 34: capgate.v1.HostServiceInvokeRequest
-	(*HostServiceInvokeResponse)(nil), // 35: capgate.v1.HostServiceInvokeResponse
-	(*Refusal)(nil),                   // 36: capgate.v1.Refusal
-	nil,                               // 37: capgate.v1.Document.FieldsEntry
+	(Risk)(0),                         // 1: capgate.v1.Risk
+	(ToolError_Code)(0),               // 2: capgate.v1.ToolError.Code
+	(*ConfigureRequest)(nil),          // 3: capgate.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 4: capgate.v1.ConfigureResponse
+	(*DescribeRequest)(nil),           // 5: capgate.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 6: capgate.v1.DescribeResponse
+	(*EntityType)(nil),                // 7: capgate.v1.EntityType
+	(*Capability)(nil),                // 8: capgate.v1.Capability
+	(*Principal)(nil),                 // 9: capgate.v1.Principal
+	(*InvokeRequest)(nil),             // 10: capgate.v1.InvokeRequest
+	(*OwnerCheck)(nil),                // 11: capgate.v1.OwnerCheck
+	(*InvokeResponse)(nil),            // 12: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 13: capgate.v1.ToolError
+	(*PingRequest)(nil),               // 14: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 15: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 16: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 17: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 18: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 19: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 20: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 21: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 22: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 23: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 24: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 25: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 26: capgate.v1.Document
+	(*RecordRequest)(nil),             // 27: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 28: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 29: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 30: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 31: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 32: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 33: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 34: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 35: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 36: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 37: capgate.v1.Refusal
+	nil,                               // 38: capgate.v1.Document.FieldsEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
-	7,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
-	6,  // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
+	8,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
+	7,  // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
 	0,  // 2: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
-	8,  // 3: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	10, // 4: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	12, // 5: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	36, // 6: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	1,  // 7: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	9,  // 8: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	18, // 9: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	11, // 10: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	20, // 11: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	25, // 12: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	37, // 13: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	12, // 14: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	6,  // 15: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	12, // 16: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	36, // 17: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	2,  // 18: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	4,  // 19: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	17, // 20: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	21, // 21: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	23, // 22: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	26, // 23: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	13, // 24: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	15, // 25: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	28, // 26: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	23, // 27: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	26, // 28: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	30, // 29: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	32, // 30: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	34, // 31: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	3,  // 32: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	5,  // 33: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	19, // 34: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	22, // 35: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	24, // 36: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	27, // 37: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	14, // 38: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	16, // 39: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	29, // 40: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	24, // 41: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	27, // 42: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	31, // 43: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	33, // 44: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	35, // 45: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	32, // [32:46] is the sub-list for method output_type
-	18, // [18:32] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	1,  // 3: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
+	9,  // 4: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
+	11, // 5: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	13, // 6: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	37, // 7: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	2,  // 8: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	10, // 9: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	19, // 10: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	12, // 11: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	21, // 12: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	26, // 13: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	38, // 14: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	13, // 15: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	7,  // 16: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	13, // 17: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	37, // 18: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	3,  // 19: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	5,  // 20: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	18, // 21: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	22, // 22: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	24, // 23: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	27, // 24: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	14, // 25: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	16, // 26: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	29, // 27: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	24, // 28: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	27, // 29: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	31, // 30: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	33, // 31: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	35, // 32: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	4,  // 33: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	6,  // 34: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	20, // 35: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	23, // 36: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	25, // 37: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	28, // 38: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	15, // 39: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	17, // 40: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	30, // 41: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	25, // 42: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	28, // 43: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	32, // 44: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	34, // 45: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	36, // 46: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	33, // [33:47] is the sub-list for method output_type
+	19, // [19:33] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -2593,7 +2675,7 @@ func file_capgate_v1_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
