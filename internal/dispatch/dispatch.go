@@ -203,6 +203,8 @@ type Dispatcher struct {
 	// refuses actions while it is not healthy.
 	auditor       Auditor
 	auditRequired bool
+	// approver holds the calls that wait for a human; nil refuses them.
+	approver Approver
 }
 
 // compiledPolicy is a Policy in the form the steps read.
@@ -400,18 +402,6 @@ func check(pol *compiledPolicy, p Principal, c *registry.Capability) *Refusal {
 	return nil
 }
 
-// held is the risk step for a call that passed every other: one that
-// needs a human first does not run. This gate takes no approvals, so it
-// refuses such a call rather than run it unreviewed.
-func held(pol *compiledPolicy, c *registry.Capability) *Refusal {
-	switch risk := pol.riskOf(c); risk {
-	case registry.RiskReviewRequired, registry.RiskDangerous:
-		return &Refusal{Step: StepRisk, Capability: c.Name, Reason: fmt.Sprintf(
-			"this capability is %s: a call runs only once a human approves it, and this server takes no approvals", risk)}
-	}
-	return nil
-}
-
 // Allowed reports whether every argument-independent step admits p to the
 // capability: exactly the capabilities a tools/list should show.
 func (d *Dispatcher) Allowed(p Principal, c *registry.Capability) bool {
@@ -484,8 +474,8 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	if err := e.ValidateArgs(args); err != nil {
 		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %s", name, shorten(err.Error()))}
 	}
-	if r := held(pol, &e.Capability); r != nil {
-		return nil, r
+	if res, err := d.hold(ctx, pol, e, p, args, callID); res != nil || err != nil {
+		return res, err
 	}
 	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: callID}
 	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {

@@ -56,7 +56,12 @@
 // A call whose capability is at registry.RiskReviewRequired or
 // registry.RiskDangerous needs a human's yes before it runs. It is held at
 // step risk once its arguments are valid, before the idempotency step and
-// the call; this gate takes no approvals, so such a call is refused there.
+// the call: with an Approver (UseApprover) it is stored for a decision
+// and the caller gets the approver's pending result, not an error;
+// without one, or for a token bound to no user, it is refused at step
+// risk. The host runs an approved call through Invoke again, with the
+// Grant of exactly that call (WithGrant): it passes every step again at
+// that moment, ownership included, and the risk step lets it through.
 //
 // Steps 1 to 6 do not depend on the arguments: Dispatcher.Allowed and
 // Dispatcher.Visible answer them alone, so a tools/list shows exactly the

@@ -1,0 +1,101 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+
+	"github.com/capgate/capgate/internal/registry"
+)
+
+// Held is a call the gate holds for a human's yes: it passed every step
+// that does not need the target's owner, and its arguments are valid.
+type Held struct {
+	Principal  Principal
+	Capability string
+	// Args are the arguments exactly as the caller sent them (an absent
+	// body is "{}").
+	Args json.RawMessage
+	Risk registry.Risk
+	// CallID is the audit ID of the call that asked.
+	CallID string
+	Origin Origin
+}
+
+// Approver keeps the calls that wait for a human (UseApprover).
+type Approver interface {
+	// Hold stores h for a decision and returns what the caller gets now:
+	// a result saying the call is pending, which is not an error. An
+	// error means nothing was stored and nothing ran.
+	Hold(ctx context.Context, h Held) (json.RawMessage, error)
+}
+
+// UseApprover makes the gate hold calls at RiskReviewRequired and
+// RiskDangerous with a instead of refusing them. Call it before serving.
+func (d *Dispatcher) UseApprover(a Approver) { d.approver = a }
+
+// Grant is a human's yes to one held call, as the host runs it: the same
+// principal's token and user, the same capability, the same arguments.
+type Grant struct {
+	ApprovalID string
+	Token      string
+	UserID     string
+	Capability string
+	ArgsSHA256 [32]byte
+}
+
+type grantKey struct{}
+
+// WithGrant returns ctx carrying g: the call made with it passes the risk
+// step if it is the call g approves, and passes every other step as any
+// call does. Only the host's runner of approved calls sets it; no
+// protocol adapter may, as no caller can approve its own call.
+func WithGrant(ctx context.Context, g Grant) context.Context {
+	return context.WithValue(ctx, grantKey{}, g)
+}
+
+// GrantOf returns the Grant ctx carries, if any.
+func GrantOf(ctx context.Context) (Grant, bool) {
+	g, ok := ctx.Value(grantKey{}).(Grant)
+	return g, ok
+}
+
+// covers reports whether g approves exactly this call.
+func (g Grant) covers(p Principal, capability string, args json.RawMessage) bool {
+	return g.ApprovalID != "" && g.Token == p.Token && g.UserID == p.UserID && g.Capability == capability &&
+		g.ArgsSHA256 == sha256.Sum256(args)
+}
+
+// hold is the risk step for a call that passed every other step but
+// ownership: one that needs a human first is held (or refused, without an
+// approver) unless ctx carries the grant of exactly this call. It returns
+// the held call's answer, or nil to run it.
+func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.Entry, p Principal, args json.RawMessage, callID string) (json.RawMessage, error) {
+	risk := pol.riskOf(&e.Capability)
+	if risk != registry.RiskReviewRequired && risk != registry.RiskDangerous {
+		return nil, nil
+	}
+	if g, ok := GrantOf(ctx); ok && g.covers(p, e.Name, args) {
+		return nil, nil
+	}
+	if d.approver == nil {
+		return nil, &Refusal{Step: StepRisk, Capability: e.Name, Reason: fmt.Sprintf(
+			"this capability is %s: a call runs only once a human approves it, and this server takes no approvals", risk)}
+	}
+	if p.UserID == "" {
+		// A held call is the user's to follow (approvals.get lists a
+		// user's own), and four eyes compare users: a token bound to
+		// nobody has no one to hold it for.
+		return nil, &Refusal{Step: StepRisk, Capability: e.Name, Reason: fmt.Sprintf(
+			"this capability is %s: only a token bound to a user can ask for a call to be approved", risk)}
+	}
+	res, err := d.approver.Hold(ctx, Held{Principal: p, Capability: e.Name, Args: args, Risk: risk, CallID: callID, Origin: OriginOf(ctx)})
+	if err == nil && len(res) == 0 {
+		err = fmt.Errorf("the approver answered nothing")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hold %s for approval: %w", e.Name, err)
+	}
+	return res, nil
+}
