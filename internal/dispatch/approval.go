@@ -23,6 +23,34 @@ type Held struct {
 	Origin Origin
 }
 
+// Pending is the result a held call answers: a normal result, not an
+// error, that the agent can show its user and follow.
+type Pending struct {
+	Status     string `json:"status"` // PendingStatus
+	ApprovalID string `json:"approval_id"`
+	ExpiresAt  string `json:"expires_at"` // RFC 3339
+	Message    string `json:"message"`
+}
+
+// PendingStatus is Pending.Status.
+const PendingStatus = "pending_approval"
+
+// PendingSchema is the JSON Schema of Pending. A protocol that declares a
+// capability's output schema admits it beside the capability's own for a
+// capability that may be held, so that clients checking results against
+// the schema accept the pending one.
+var PendingSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"status":{"type":"string","const":"pending_approval"},` +
+	`"approval_id":{"type":"string","description":"names the request; follow it with approvals.get"},` +
+	`"expires_at":{"type":"string","format":"date-time","description":"when the request lapses if no one decides it"},` +
+	`"message":{"type":"string","description":"what happens next, for the user"}},` +
+	`"required":["status","approval_id","expires_at","message"]}`)
+
+// MayBeHeld reports whether a call at risk waits for a human.
+func MayBeHeld(risk registry.Risk) bool {
+	return risk == registry.RiskReviewRequired || risk == registry.RiskDangerous
+}
+
 // Approver keeps the calls that wait for a human (UseApprover).
 type Approver interface {
 	// Hold stores h for a decision and returns what the caller gets now:
@@ -73,7 +101,7 @@ func (g Grant) covers(p Principal, capability string, args json.RawMessage) bool
 // the held call's answer, or nil to run it.
 func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.Entry, p Principal, args json.RawMessage, callID string) (json.RawMessage, error) {
 	risk := pol.riskOf(&e.Capability)
-	if risk != registry.RiskReviewRequired && risk != registry.RiskDangerous {
+	if !MayBeHeld(risk) {
 		return nil, nil
 	}
 	if g, ok := GrantOf(ctx); ok && g.covers(p, e.Name, args) {

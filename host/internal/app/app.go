@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/approvals"
 	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/catalogue"
@@ -49,6 +50,9 @@ type App struct {
 	aud     *auditor
 	// auditStore is the trail's store, closed after the writer drains.
 	auditStore audit.Store
+	// approvals holds the calls that wait for a human and runs the
+	// approved ones.
+	approvals *approvalDesk
 	// file is the configuration file (empty when the config was not read
 	// from one); reloads read it again.
 	file string
@@ -108,6 +112,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	defer func() {
 		if err != nil {
 			_ = sw.Close()
+		}
+	}()
+	appr, err := approvals.Open(ctx, cfg.Database.DSN, cfg.DataDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("database.dsn: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = appr.Close()
 		}
 	}()
 	aud, auditStore, err := openAudit(ctx, cfg, log)
@@ -214,6 +227,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	gate.UseIdempotency(dispatch.Idempotency{
 		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
 	})
+	tokens := auth.New(cfg.Tokens)
+	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, log: log, ttl: approvalTTL}
+	gate.UseApprover(desk)
 	// Plugins calling capabilities for their caller (llm.ask searching the
 	// catalogue) go through this same gate.
 	plugins.SetGate(gate)
@@ -224,7 +240,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		return nil, err
 	}
 
-	tokens := auth.New(cfg.Tokens)
 	srv := server.New(server.Options{
 		Enabled:         cfg.Enabled,
 		Addr:            cfg.Listen,
@@ -243,7 +258,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Logger:          log,
 	})
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,
-		readSum: fileSum(cfg.File)}, nil
+		approvals: desk,
+		readSum:   fileSum(cfg.File)}, nil
 }
 
 // idempotencyLeaseMargin is added to the request timeout for the lease an
@@ -347,12 +363,18 @@ func (a *App) Close() { a.stop() }
 // stop stops the plugins, then closes the bus they published on and the
 // host's store.
 func (a *App) stop() {
+	// An approved call running now finishes, and its outcome is kept,
+	// before its plugin stops.
+	a.approvals.close()
 	a.plugins.Stop()
 	if err := a.bus.Close(); err != nil {
 		a.log.Warn("closing the event bus", "err", err)
 	}
 	if err := a.idem.Close(); err != nil {
 		a.log.Warn("closing the idempotency store", "err", err)
+	}
+	if err := a.approvals.store.Close(); err != nil {
+		a.log.Warn("closing the approvals store", "err", err)
 	}
 	if err := a.gov.switches.Close(); err != nil {
 		a.log.Warn("closing the switches store", "err", err)
@@ -435,6 +457,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go a.purge(pctx)
+	a.approvals.start()
 	go a.gov.switches.Watch(pctx, switches.PollInterval, a.log, a.gov.switched)
 	if a.file != "" {
 		go a.watchConfig(pctx, ConfigPollInterval)

@@ -42,6 +42,9 @@ type tokenSet struct {
 	// and even the whole hash yields no token: SHA-256 has no feasible
 	// preimage for a token with the entropy NewToken gives.
 	byHash map[[sha256.Size]byte]dispatch.Principal
+	// byLabel maps a token's label to its principal, for calls the host
+	// makes later as a token (an approved call runs as its asker's).
+	byLabel map[string]dispatch.Principal
 }
 
 // New builds a store from configured tokens. Should two tokens share a hash
@@ -56,11 +59,24 @@ func New(tokens []config.Token) *Store {
 // authenticated against the old set or the new, and a token removed is
 // refused from the next request on.
 func (s *Store) Replace(tokens []config.Token) {
-	set := &tokenSet{byHash: make(map[[sha256.Size]byte]dispatch.Principal, len(tokens))}
+	set := &tokenSet{byHash: make(map[[sha256.Size]byte]dispatch.Principal, len(tokens)), byLabel: make(map[string]dispatch.Principal, len(tokens))}
 	for _, t := range tokens {
-		set.byHash[t.SHA256] = dispatch.Principal{Role: t.Role, Scope: t.Scope, UserID: t.UserID, Token: t.Label}
+		p := dispatch.Principal{Role: t.Role, Scope: t.Scope, UserID: t.UserID, Token: t.Label}
+		set.byHash[t.SHA256] = p
+		set.byLabel[t.Label] = p
 	}
 	s.tokens.Store(set)
+}
+
+// ByLabel returns the principal of the token labelled label, as the
+// tokens stand now: false once the token has been removed.
+func (s *Store) ByLabel(label string) (dispatch.Principal, bool) {
+	set := s.tokens.Load()
+	if set == nil {
+		return dispatch.Principal{}, false
+	}
+	p, ok := set.byLabel[label]
+	return p, ok
 }
 
 // Len returns how many tokens the store accepts (tokens sharing a hash

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
 
@@ -35,6 +36,10 @@ type toolJSON struct {
 	plain []byte
 	// full carries outputSchema when the capability declares one.
 	full []byte
+	// held is full with an outputSchema that also admits the pending
+	// result, for a level at which calls wait for a human; nil when the
+	// capability declares no output schema.
+	held []byte
 }
 
 // renderTool projects a capability onto the MCP Tool shape. The hints follow
@@ -63,11 +68,36 @@ func renderTool(e *registry.Entry) toolJSON {
 	b = append(b, `,"openWorldHint":false}`...)
 	t := toolJSON{plain: append(append([]byte(nil), b...), '}')}
 	if len(e.OutputSchema) > 0 {
+		head := len(b)
 		b = append(b, `,"outputSchema":`...)
 		b = appendCompact(b, e.OutputSchema)
+		t.held = append(append(append(append([]byte(nil), b[:head]...), `,"outputSchema":`...), heldSchema(e.OutputSchema)...), '}')
 	}
 	t.full = append(b, '}')
 	return t
+}
+
+// heldSchema is an output schema that admits what out does and the
+// pending result of a held call. The root keeps type object, which MCP
+// requires of an output schema; definitions move to the root, where the
+// references in out point.
+func heldSchema(out json.RawMessage) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(out, &m); err != nil {
+		return appendCompact(nil, out)
+	}
+	defs, hasDefs := m["$defs"]
+	delete(m, "$defs")
+	branch, _ := json.Marshal(m)
+	b := []byte(`{"type":"object",`)
+	if hasDefs {
+		b = append(append(append(b, `"$defs":`...), appendCompact(nil, defs)...), ',')
+	}
+	b = append(b, `"anyOf":[`...)
+	b = append(b, branch...)
+	b = append(b, ',')
+	b = appendCompact(b, dispatch.PendingSchema)
+	return append(b, "]}"...)
 }
 
 // MetaRisk is the key of a tool's _meta that gives its risk level, so an

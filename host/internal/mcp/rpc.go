@@ -320,7 +320,11 @@ func (c *call) toolsList(id []byte, ps *params, out []byte) (int, []byte) {
 			// The risk is the policy's, which a reload changes, so it is
 			// added here rather than rendered once; 2025-03-26 has no
 			// _meta on a tool.
-			out = append(out, t.full[:len(t.full)-1]...)
+			full := t.full
+			if t.held != nil && dispatch.MayBeHeld(l.Risk) {
+				full = t.held
+			}
+			out = append(out, full[:len(full)-1]...)
 			out = appendToolMeta(out, l.Risk)
 		} else {
 			out = append(out, t.plain...)

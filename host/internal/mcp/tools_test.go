@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/ratelimit"
@@ -520,5 +522,82 @@ func TestToolsListShowsRisk(t *testing.T) {
 	res := f.send(mcptest.Admin, Version20250618, rpc{method: "tools/call", id: 2, params: map[string]any{"name": "booking.get", "arguments": map[string]any{"id": "b-1"}}})
 	if res.errorCode(t) != codeForbidden || !strings.Contains(string(res.raw), `"step":"risk"`) {
 		t.Errorf("calling the blocked booking.get: %s; want a refusal at step risk", res.raw)
+	}
+}
+
+// TestHeldToolAdmitsThePendingResult: a tool whose calls may be held
+// declares an output schema its own results and the pending result both
+// satisfy, so that clients checking results accept either; the root stays
+// an object schema, as MCP requires, and a safe tool's schema is its own.
+func TestHeldToolAdmitsThePendingResult(t *testing.T) {
+	f := newFixture(t, Options{})
+	outputSchema := func() map[string]any {
+		for _, tool := range f.send(mcptest.Admin, Version20251125, rpc{method: "tools/list", id: 1}).result(t)["tools"].([]any) {
+			if m := tool.(map[string]any); m["name"] == "platform.search" {
+				return m["outputSchema"].(map[string]any)
+			}
+		}
+		t.Fatal("platform.search not listed")
+		return nil
+	}
+	if s := outputSchema(); s["anyOf"] != nil {
+		t.Fatalf("a safe tool's output schema admits the pending result: %v", s)
+	}
+	policy := mcptest.Policy()
+	policy.Risk.Capabilities = map[string]registry.Risk{"platform.search": registry.RiskReviewRequired}
+	if err := f.platform.Dispatcher.SetPolicy(policy); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(outputSchema())
+	resolved, err := compileSchema(raw)
+	if err != nil {
+		t.Fatalf("held output schema %s: %v", raw, err)
+	}
+	for _, c := range []struct {
+		value string
+		ok    bool
+	}{
+		{`{"hits":[]}`, true},
+		{`{"status":"pending_approval","approval_id":"ap_1","expires_at":"2026-12-02T12:00:00Z","message":"waits"}`, true},
+		{`{"hits":"none"}`, false},
+	} {
+		var v any
+		_ = json.Unmarshal([]byte(c.value), &v)
+		if err := resolved.Validate(v); (err == nil) != c.ok {
+			t.Errorf("%s against %s: %v; want valid = %v", c.value, raw, err, c.ok)
+		}
+	}
+	if outputSchema()["type"] != "object" {
+		t.Errorf("held output schema %s is not rooted in an object schema", raw)
+	}
+}
+
+// compileSchema resolves a JSON Schema document as a client would.
+func compileSchema(raw []byte) (*jsonschema.Resolved, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	return s.Resolve(nil)
+}
+
+// TestHeldSchemaKeepsReferences: definitions move to the root, so the
+// references of the capability's own schema still resolve.
+func TestHeldSchemaKeepsReferences(t *testing.T) {
+	raw := heldSchema(json.RawMessage(`{"type":"object","$defs":{"n":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/n"}},"required":["x"]}`))
+	resolved, err := compileSchema(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	for value, ok := range map[string]bool{
+		`{"x":"a"}`: true, `{"x":1}`: false,
+		`{"status":"pending_approval","approval_id":"ap_1","expires_at":"2026-12-02T12:00:00Z","message":"waits"}`: true,
+		`{"status":"done","approval_id":"ap_1","expires_at":"2026-12-02T12:00:00Z","message":"waits"}`:             false,
+	} {
+		var v any
+		_ = json.Unmarshal([]byte(value), &v)
+		if err := resolved.Validate(v); (err == nil) != ok {
+			t.Errorf("%s against %s: %v; want valid = %v", value, raw, err, ok)
+		}
 	}
 }

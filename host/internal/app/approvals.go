@@ -1,0 +1,180 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/internal/dispatch"
+)
+
+// Approval defaults, until the config names them.
+const (
+	// approvalTTL is how long a held call waits for a decision.
+	approvalTTL = 24 * time.Hour
+	// approvalPoll is how often a replica looks for approved calls to
+	// run: decisions may come from another replica or the CLI.
+	approvalPoll = time.Second
+	// approvalSweep is how often expired requests and lost runs are
+	// settled.
+	approvalSweep = 30 * time.Second
+)
+
+// approvalDesk is the gate's Approver over the approvals store, and the
+// runner of what approvers approve: each approved call runs once, in
+// whichever replica takes it first, as its asker's token now stands.
+type approvalDesk struct {
+	store *approvals.Store
+	gate  *dispatch.Dispatcher
+	// principal returns a token's principal as the tokens stand now.
+	principal func(label string) (dispatch.Principal, bool)
+	log       *slog.Logger
+	ttl       time.Duration
+
+	wake chan struct{} // a decision was made here: run it now
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
+}
+
+var _ dispatch.Approver = (*approvalDesk)(nil)
+
+func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (json.RawMessage, error) {
+	ap, err := a.store.Create(ctx, approvals.Request{
+		TokenLabel: h.Principal.Token, Role: h.Principal.Role, Scope: string(h.Principal.Scope), UserID: h.Principal.UserID,
+		Capability: h.Capability, Args: h.Args, Risk: h.Risk, TTL: a.ttl,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("call held for approval", "approval_id", ap.ID, "capability", ap.Capability, "risk", string(ap.Risk),
+		"token", ap.TokenLabel, "user", ap.UserID, "expires_at", ap.ExpiresAt)
+	return json.Marshal(dispatch.Pending{
+		Status: dispatch.PendingStatus, ApprovalID: ap.ID, ExpiresAt: ap.ExpiresAt.Format(time.RFC3339),
+		Message: fmt.Sprintf("%s is %s: it has not run. It runs once, as you, if a human approver approves it before %s; until then nothing happens.",
+			ap.Capability, ap.Risk, ap.ExpiresAt.Format(time.RFC3339)),
+	})
+}
+
+// start runs the desk's loop until close: approved calls, then sweeps.
+func (a *approvalDesk) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop, a.done, a.wake = cancel, make(chan struct{}), make(chan struct{}, 1)
+	go func() {
+		defer close(a.done)
+		poll, sweep := time.NewTicker(approvalPoll), time.NewTicker(approvalSweep)
+		defer poll.Stop()
+		defer sweep.Stop()
+		a.sweep(ctx)
+		for {
+			a.runApproved(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.wake:
+			case <-poll.C:
+			case <-sweep.C:
+				a.sweep(ctx)
+			}
+		}
+	}()
+}
+
+// kick makes the loop look for approved calls now.
+func (a *approvalDesk) kick() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *approvalDesk) sweep(ctx context.Context) {
+	sw, err := a.store.Sweep(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		a.log.Warn("approvals: sweep failed", "err", err)
+	case sw.Lost > 0:
+		a.log.Warn("approvals: approved calls whose host stopped while they ran are recorded failed, not run again", "calls", sw.Lost)
+	}
+}
+
+// runApproved runs every approved call this replica takes.
+func (a *approvalDesk) runApproved(ctx context.Context) {
+	ids, err := a.store.ApprovedIDs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("approvals: listing approved calls failed", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		ap, taken, err := a.store.Start(ctx, id)
+		if err != nil {
+			a.log.Warn("approvals: taking an approved call failed", "approval_id", id, "err", err)
+			continue
+		}
+		if !taken {
+			continue // another replica took it
+		}
+		out := a.run(ctx, ap)
+		// Recorded even when the host is stopping: the call has run.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, err := a.store.Finish(fctx, ap.ID, out); err != nil {
+			a.log.Error("approvals: the outcome of an approved call could not be recorded", "approval_id", ap.ID, "err", err)
+		}
+		cancel()
+		a.log.Info("approved call ran", "approval_id", ap.ID, "capability", ap.Capability, "outcome", string(out.Kind))
+	}
+}
+
+// run calls ap's capability through the whole gate, as its asker's token
+// stands now, with the grant of exactly this call.
+func (a *approvalDesk) run(ctx context.Context, ap approvals.Approval) approvals.Outcome {
+	p, ok := a.principal(ap.TokenLabel)
+	switch {
+	case !ok:
+		return approvals.Outcome{Kind: approvals.OutcomeRefused, Message: fmt.Sprintf(
+			"not run: the token %q that asked for it is no longer configured", ap.TokenLabel)}
+	case p.UserID != ap.UserID:
+		return approvals.Outcome{Kind: approvals.OutcomeRefused, Message: fmt.Sprintf(
+			"not run: the token %q now acts for another user than the one who asked", ap.TokenLabel)}
+	}
+	ctx = dispatch.WithOrigin(ctx, dispatch.Origin{Protocol: "approval", RequestID: ap.ID})
+	ctx = dispatch.WithGrant(ctx, dispatch.Grant{ApprovalID: ap.ID, Token: p.Token, UserID: p.UserID, Capability: ap.Capability, ArgsSHA256: ap.ArgsSHA256})
+	res, err := a.gate.Invoke(ctx, p, ap.Capability, ap.Args)
+	var (
+		refusal *dispatch.Refusal
+		te      *dispatch.ToolError
+		ie      *dispatch.InternalError
+	)
+	switch {
+	case err == nil:
+		return approvals.Outcome{Kind: approvals.OutcomeResult, Result: res}
+	case errors.As(err, &refusal):
+		return approvals.Outcome{Kind: approvals.OutcomeRefused, Message: fmt.Sprintf("refused at step %s: %s", refusal.Step, refusal.Reason)}
+	case errors.As(err, &te):
+		return approvals.Outcome{Kind: approvals.OutcomeToolError, Message: te.Message}
+	case errors.As(err, &ie):
+		return approvals.Outcome{Kind: approvals.OutcomeFailed, Message: "internal error (reference " + ie.Ref + ")"}
+	}
+	a.log.Error("approvals: an approved call failed", "approval_id", ap.ID, "capability", ap.Capability, "err", err)
+	return approvals.Outcome{Kind: approvals.OutcomeFailed, Message: "internal error: " + ap.Capability + " failed"}
+}
+
+// close stops the loop and waits for a run in progress to finish.
+func (a *approvalDesk) close() {
+	a.once.Do(func() {
+		if a.stop != nil {
+			a.stop()
+			<-a.done
+		}
+	})
+}
