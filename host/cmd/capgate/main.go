@@ -10,6 +10,8 @@
 //	                            throw, release or show the kill switch
 //	capgate audit -c FILE [-since T] [-json] [-follow] ...
 //	                            print or follow the audit trail
+//	capgate approvals list|show|approve|reject ... -c FILE
+//	                            list and decide the calls held for a human
 //	capgate health [-url URL] [-c FILE]
 //	                            probe a running host's /healthz (exit 0 on 200)
 //	capgate version             print the build version
@@ -56,6 +58,13 @@ Usage:
                               print the newest audit records (-limit, default
                               50) that match, or -follow them as they arrive;
                               T is RFC 3339 or a time ago (30m, 1h, 7d)
+  capgate approvals list -c FILE [-status S] [-user ID] [-limit N] [-json]
+  capgate approvals show ID -c FILE [-json]
+  capgate approvals approve|reject ID -c FILE [-by USER] [-reason TEXT]
+                              list the calls held for a human, show one, or
+                              decide it; a running host runs an approved call
+                              once. -by (default: your login) may not be the
+                              user who asked
   capgate health [-url URL] [-c FILE]
                               probe a running host's /healthz: exit 0 on 200,
                               1 when a plugin died or nothing answers; it
@@ -89,6 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return actions(args[1:], stdout, stderr)
 	case "audit":
 		return readAudit(args[1:], stdout, stderr)
+	case "approvals":
+		return approvalsCmd(args[1:], stdout, stderr)
 	case "version", "-v", "--version":
 		fmt.Fprintln(stdout, "capgate", version)
 		return 0
