@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/approvalspack"
 	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/catalogue"
@@ -196,6 +197,21 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		return nil, fmt.Errorf("events pack: %w", err)
 	}
 	providers[eventspack.ProviderName] = pack
+	approvalsPack, err := approvalspack.New(appr)
+	if err != nil {
+		return nil, err
+	}
+	approvalCaps, err := approvalspack.Capabilities()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range approvalCaps {
+		if err := reg.Add(c); err != nil {
+			// A plugin declaring approvals.get itself lands here.
+			return nil, fmt.Errorf("approvals pack: %w", err)
+		}
+	}
+	providers[approvalspack.ProviderName] = approvalsPack
 	// Before anything serves: a plugin providing a blocked entity type
 	// (personal or financial data) stops start-up here.
 	cat := catalogue.New(cfg.Search.BlockedEntities)

@@ -2,12 +2,14 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/config"
 )
 
 // TestApprovedCallRunsOnce: a dangerous call answers a pending result and
@@ -16,7 +18,21 @@ import (
 // asker, and records what came of it.
 func TestApprovedCallRunsOnce(t *testing.T) {
 	dir := t.TempDir()
-	cfg := governedConfig(t, dir, "risk: {capabilities: {booking.cancel: dangerous}}")
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+enabled: true
+listen: 127.0.0.1:0
+data_dir: %s
+tokens:
+  - {token: govern-token-1, role: r, scope: action, user_id: alice}
+  - {token: govern-token-2, role: r, scope: action, user_id: bob}
+roles: {r: [booking.read, booking.write, catalogue.read]}
+packs: {booking: true, approvals: true}
+plugins: [{name: booking, path: %s, config: {seed: demo}}]
+risk: {capabilities: {booking.cancel: dangerous}}
+`, dir, bookingBin)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr, _ := serveSearch(t, cfg, nil)
 
 	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", cancel)
@@ -26,6 +42,20 @@ func TestApprovedCallRunsOnce(t *testing.T) {
 	id, _ := out["approval_id"].(string)
 	if !strings.HasPrefix(id, "ap_") || out["expires_at"] == "" || !strings.Contains(out["message"].(string), "has not run") {
 		t.Fatalf("pending result %v", out)
+	}
+
+	// The agent follows its call; another user's token finds nothing.
+	if got, msg := mcpTool(t, addr, "govern-token-1", "approvals.get", map[string]any{"approval_id": id}); msg != "" || got["status"] != "pending" || got["capability"] != "booking.cancel" {
+		t.Fatalf("approvals.get: %v %q", got, msg)
+	}
+	if _, msg := mcpTool(t, addr, "govern-token-2", "approvals.get", map[string]any{"approval_id": id}); !strings.Contains(msg, "no approval request") {
+		t.Fatalf("bob reading alice's request: %q; want not found", msg)
+	}
+	if got, msg := mcpTool(t, addr, "govern-token-2", "approvals.list", map[string]any{}); msg != "" || len(got["approvals"].([]any)) != 0 {
+		t.Fatalf("bob's list: %v %q; want empty", got, msg)
+	}
+	if got, msg := mcpTool(t, addr, "govern-token-1", "approvals.list", map[string]any{"status": "pending"}); msg != "" || len(got["approvals"].([]any)) != 1 {
+		t.Fatalf("alice's pending list: %v %q", got, msg)
 	}
 
 	ctx := context.Background()
@@ -65,5 +95,10 @@ func TestApprovedCallRunsOnce(t *testing.T) {
 	}
 	if _, taken, _ := store.Start(ctx, id); taken {
 		t.Fatal("a finished approved call was taken to run again")
+	}
+	got, msg := mcpTool(t, addr, "govern-token-1", "approvals.get", map[string]any{"approval_id": id})
+	outcome, _ := got["outcome"].(map[string]any)
+	if msg != "" || got["status"] != "done" || got["decided_by"] != "ops" || outcome["kind"] != "tool_error" {
+		t.Fatalf("approvals.get once run: %v %q", got, msg)
 	}
 }

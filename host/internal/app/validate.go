@@ -11,6 +11,7 @@ import (
 
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/config"
+	"github.com/capgate/capgate/host/internal/approvalspack"
 	"github.com/capgate/capgate/host/internal/eventspack"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/internal/registry"
@@ -106,6 +107,15 @@ func Validate(ctx context.Context, cfg *config.Config, opts Options) (Validation
 		}
 		if err := checked[i].RegisterEntities(cat); err != nil {
 			v.Problems = append(v.Problems, err)
+		}
+	}
+	hostCaps, err := approvalspack.Capabilities()
+	if err != nil {
+		v.Problems = append(v.Problems, fmt.Errorf("approvals pack: %w", err))
+	}
+	for _, c := range hostCaps {
+		if err := reg.Add(c); err != nil {
+			v.Problems = append(v.Problems, fmt.Errorf("approvals pack: %w", err))
 		}
 	}
 	if err := reg.Add(eventsPoll()); err != nil {

@@ -17,7 +17,7 @@ import (
 
 // BuiltinPacks are the packs the bundled plugins provide. Config.Packs
 // always has an entry for each, false unless the operator turns it on.
-var BuiltinPacks = []string{"search", "booking", "subscription", "llm", "events"}
+var BuiltinPacks = []string{"search", "booking", "subscription", "llm", "events", "approvals"}
 
 // Token length limits. The upper bound keeps the per-request work on a
 // hostile header small; the lower bound refuses guessable tokens.
