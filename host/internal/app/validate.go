@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/capgate/capgate/host/internal/approvalspack"
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/config"
-	"github.com/capgate/capgate/host/internal/approvalspack"
 	"github.com/capgate/capgate/host/internal/eventspack"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/internal/registry"
