@@ -2,14 +2,19 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/config"
+	"github.com/capgate/capgate/sdk/pgtest"
 )
 
 // TestApprovedCallRunsOnce: a dangerous call answers a pending result and
@@ -100,5 +105,145 @@ risk: {capabilities: {booking.cancel: dangerous}}
 	outcome, _ := got["outcome"].(map[string]any)
 	if msg != "" || got["status"] != "done" || got["decided_by"] != "ops" || outcome["kind"] != "tool_error" {
 		t.Fatalf("approvals.get once run: %v %q", got, msg)
+	}
+}
+
+// approvalsConfig is a host holding booking.cancel for approval, with
+// alice's token; dsn, when set, is the database replicas share (the
+// booking plugin's too).
+func approvalsConfig(t *testing.T, dataDir, dsn string) *config.Config {
+	t.Helper()
+	db, plugin := "", "{seed: demo}"
+	if dsn != "" {
+		db, plugin = fmt.Sprintf("database: {dsn: %q}", dsn), fmt.Sprintf("{seed: demo, dsn: %q}", dsn)
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+enabled: true
+listen: 127.0.0.1:0
+data_dir: %s
+%s
+tokens: [{token: govern-token-1, role: r, scope: action, user_id: alice}]
+roles: {r: [booking.read, booking.write, catalogue.read]}
+packs: {booking: true, approvals: true}
+plugins: [{name: booking, path: %s, config: %s}]
+risk: {capabilities: {booking.cancel: dangerous}}
+`, dataDir, db, bookingBin, plugin)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// waitDone waits for the request id to have run.
+func waitDone(t *testing.T, store *approvals.Store, id string) approvals.Approval {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a, err := store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Status == approvals.Done {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("approved call still %s after 15 s", a.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestApprovalOutlivesItsHost: a call approved while no host runs (the
+// host stopped between the request and the decision) runs once the next
+// host starts on the same database.
+func TestApprovalOutlivesItsHost(t *testing.T) {
+	dir := t.TempDir()
+	addr, stop := serveSearch(t, approvalsConfig(t, dir, ""), nil)
+	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", cancel)
+	if msg != "" || out["status"] != "pending_approval" {
+		t.Fatalf("held call: %v %q", out, msg)
+	}
+	id := out["approval_id"].(string)
+	stop()
+
+	ctx := context.Background()
+	store, err := approvals.OpenSQLite(ctx, filepath.Join(dir, approvals.FileName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Decide(ctx, id, approvals.Decision{Approve: true, By: "ops", ByUser: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	serveSearch(t, approvalsConfig(t, dir, ""), nil)
+	if done := waitDone(t, store, id); done.Outcome.Kind != approvals.OutcomeToolError {
+		t.Fatalf("outcome %+v; want the plugin's answer", done.Outcome)
+	}
+}
+
+// TestApprovalRunsOnceAcrossReplicas: two replicas on one PostgreSQL
+// database, twenty approvers racing: one decision takes effect, and the
+// call runs once, in one replica, as the shared audit trail shows.
+func TestApprovalRunsOnceAcrossReplicas(t *testing.T) {
+	dsn := pgtest.SchemaDSN(t)
+	first, _ := serveSearch(t, approvalsConfig(t, t.TempDir(), dsn), nil)
+	serveSearch(t, approvalsConfig(t, t.TempDir(), dsn), nil)
+	out, msg := mcpTool(t, first, "govern-token-1", "booking.cancel", cancel)
+	if msg != "" || out["status"] != "pending_approval" {
+		t.Fatalf("held call: %v %q", out, msg)
+	}
+	id := out["approval_id"].(string)
+
+	ctx := context.Background()
+	var stores []*approvals.Store
+	for range 2 {
+		s, err := approvals.OpenPostgres(ctx, dsn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	var (
+		wg   sync.WaitGroup
+		wins atomic.Int32
+	)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := stores[i%2].Decide(ctx, id, approvals.Decision{Approve: true, By: fmt.Sprint("ops-", i), ByUser: fmt.Sprint("ops-", i)}); err == nil {
+				wins.Add(1)
+			} else if !errors.Is(err, approvals.ErrDecided) {
+				t.Errorf("approver %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d of 20 approvals took effect; want 1", wins.Load())
+	}
+	waitDone(t, stores[0], id)
+
+	trail, err := audit.OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trail.Close()
+	// Both replicas poll every second: give a second run, were there one,
+	// time to reach the trail (the writer flushes within 200 ms).
+	time.Sleep(2500 * time.Millisecond)
+	page, err := trail.Query(ctx, audit.Filter{Capability: "booking.cancel", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, r := range page.Records {
+		if r.Protocol == "approval" && r.RequestID == id {
+			runs++
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("the approved call ran %d times across the replicas; want once (records %+v)", runs, page.Records)
 	}
 }
