@@ -431,6 +431,12 @@ func (d *Dispatcher) Visible(p Principal) []Listed {
 	return out
 }
 
+// Holds reports whether p's role holds perm under the current policy,
+// for the host's own checks outside a call (who may approve one).
+func (d *Dispatcher) Holds(p Principal, perm string) bool {
+	return d.policy.Load().roles[p.Role].holds(perm)
+}
+
 // Risk is the level the current policy gives c.
 func (d *Dispatcher) Risk(c *registry.Capability) registry.Risk {
 	return d.policy.Load().riskOf(c)

@@ -244,7 +244,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
 	})
 	tokens := auth.New(cfg.Tokens)
-	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, log: log, ttl: approvalTTL}
+	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, log: log, ttl: approvalTTL, wake: make(chan struct{}, 1)}
 	gate.UseApprover(desk)
 	// Plugins calling capabilities for their caller (llm.ask searching the
 	// catalogue) go through this same gate.
@@ -271,6 +271,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Health:          pluginHealth(plugins),
 		Admin:           gov,
 		Audit:           auditStore,
+		Approvals:       desk,
 		Logger:          log,
 	})
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/server"
 	"github.com/capgate/capgate/internal/dispatch"
 )
 
@@ -42,7 +43,31 @@ type approvalDesk struct {
 	once sync.Once
 }
 
-var _ dispatch.Approver = (*approvalDesk)(nil)
+var (
+	_ dispatch.Approver = (*approvalDesk)(nil)
+	_ server.Approvals  = (*approvalDesk)(nil)
+)
+
+// List, Get and Decide serve the admin API; a decision here runs at once
+// rather than at the next poll.
+func (a *approvalDesk) List(ctx context.Context, f approvals.Filter) ([]approvals.Approval, error) {
+	return a.store.List(ctx, f)
+}
+
+func (a *approvalDesk) Get(ctx context.Context, id string) (approvals.Approval, error) {
+	return a.store.Get(ctx, id)
+}
+
+func (a *approvalDesk) Decide(ctx context.Context, id string, d approvals.Decision) (approvals.Approval, error) {
+	ap, err := a.store.Decide(ctx, id, d)
+	if err == nil {
+		a.log.Info("held call decided", "approval_id", ap.ID, "status", string(ap.Status), "by", ap.DecidedBy)
+		if ap.Status == approvals.Approved {
+			a.kick()
+		}
+	}
+	return ap, err
+}
 
 func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (json.RawMessage, error) {
 	ap, err := a.store.Create(ctx, approvals.Request{
@@ -64,7 +89,7 @@ func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (json.RawMessa
 // start runs the desk's loop until close: approved calls, then sweeps.
 func (a *approvalDesk) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	a.stop, a.done, a.wake = cancel, make(chan struct{}), make(chan struct{}, 1)
+	a.stop, a.done = cancel, make(chan struct{})
 	go func() {
 		defer close(a.done)
 		poll, sweep := time.NewTicker(approvalPoll), time.NewTicker(approvalSweep)

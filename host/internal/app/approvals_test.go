@@ -2,8 +2,10 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -245,5 +247,94 @@ func TestApprovalRunsOnceAcrossReplicas(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Fatalf("the approved call ran %d times across the replicas; want once (records %+v)", runs, page.Records)
+	}
+}
+
+// adminCall sends one admin API request and returns its status and body.
+func adminCall(t *testing.T, method, url, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// TestAdminApprovalsAPI: admin-scope tokens list and read held calls;
+// deciding needs a role holding approvals.decide; a decision made twice
+// conflicts; outsiders get the flat 404.
+func TestAdminApprovalsAPI(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+enabled: true
+listen: 127.0.0.1:0
+data_dir: %s
+tokens:
+  - {token: govern-token-1, role: r, scope: action, user_id: alice}
+  - {token: approver-token, role: ops, scope: admin, user_id: ops}
+  - {token: auditor-token, role: auditor, scope: admin, user_id: carol}
+roles: {r: [booking.read, booking.write], ops: ["*"], auditor: [booking.read]}
+packs: {booking: true}
+plugins: [{name: booking, path: %s, config: {seed: demo}}]
+risk: {capabilities: {booking.cancel: dangerous}}
+`, dir, bookingBin)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := serveSearch(t, cfg, nil)
+	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", cancel)
+	if msg != "" || out["status"] != "pending_approval" {
+		t.Fatalf("held call: %v %q", out, msg)
+	}
+	id := out["approval_id"].(string)
+	base := "http://" + addr + "/api/v1/admin/approvals"
+
+	for _, c := range []struct {
+		method, url, token string
+		want               int
+	}{
+		{"GET", base, "", http.StatusNotFound},
+		{"GET", base, "not-a-token-at-all", http.StatusNotFound},
+		{"GET", base, "govern-token-1", http.StatusForbidden},
+		{"POST", base + "/" + id + "/approve", "auditor-token", http.StatusForbidden},
+		{"POST", base + "/" + id + "/grant", "approver-token", http.StatusNotFound},
+		{"POST", base + "/ap_none/approve", "approver-token", http.StatusNotFound},
+		{"GET", base + "?colour=red", "approver-token", http.StatusBadRequest},
+	} {
+		if code, body := adminCall(t, c.method, c.url, c.token, ""); code != c.want {
+			t.Errorf("%s %s as %q: %d %v; want %d", c.method, c.url, c.token, code, body, c.want)
+		}
+	}
+	code, list := adminCall(t, "GET", base+"?status=pending", "auditor-token", "")
+	if items, _ := list["approvals"].([]any); code != http.StatusOK || len(items) != 1 || items[0].(map[string]any)["approval_id"] != id {
+		t.Fatalf("list: %d %v", code, list)
+	}
+	code, got := adminCall(t, "POST", base+"/"+id+"/approve", "approver-token", `{"reason":"customer asked twice"}`)
+	if code != http.StatusOK || got["status"] != "approved" || got["decided_by"] != "tokens-1" || got["reason"] != "customer asked twice" {
+		t.Fatalf("approve: %d %v", code, got)
+	}
+	if code, got := adminCall(t, "POST", base+"/"+id+"/reject", "approver-token", ""); code != http.StatusConflict {
+		t.Fatalf("reject after approve: %d %v; want 409", code, got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, got = adminCall(t, "GET", base+"/"+id, "approver-token", "")
+		if got["status"] == "done" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %v", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if outcome, _ := got["outcome"].(map[string]any); outcome["kind"] != "tool_error" {
+		t.Fatalf("outcome %v", got)
 	}
 }

@@ -149,7 +149,7 @@ func (p *Provider) Invoke(ctx context.Context, r dispatch.Request) (json.RawMess
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(wire(a))
+		return json.Marshal(View(a))
 	case List:
 		var in ListIn
 		if err := json.Unmarshal(r.Args, &in); err != nil {
@@ -171,7 +171,7 @@ func (p *Provider) Invoke(ctx context.Context, r dispatch.Request) (json.RawMess
 		}
 		out := ListOut{Approvals: make([]Approval, 0, len(list))}
 		for _, a := range list {
-			out.Approvals = append(out.Approvals, wire(a))
+			out.Approvals = append(out.Approvals, View(a))
 		}
 		return json.Marshal(out)
 	}
@@ -183,7 +183,8 @@ func visible(p dispatch.Principal, a approvals.Approval) bool {
 	return p.Scope == dispatch.ScopeAdmin || (p.UserID != "" && p.UserID == a.UserID)
 }
 
-func wire(a approvals.Approval) Approval {
+// View is a as the pack (and the admin API) shows it.
+func View(a approvals.Approval) Approval {
 	w := Approval{ApprovalID: a.ID, Status: string(a.Status), Capability: a.Capability, Risk: string(a.Risk),
 		Arguments: raw(a.Args), UserID: a.UserID, CreatedAt: a.CreatedAt.Format(time.RFC3339), ExpiresAt: a.ExpiresAt.Format(time.RFC3339),
 		DecidedBy: a.DecidedBy, Reason: a.Reason}

@@ -88,6 +88,10 @@ type Options struct {
 	// Audit serves the audit trail (AdminAuditPath) to admin-scope
 	// tokens; nil serves none.
 	Audit AuditReader
+	// Approvals serves the held calls (AdminApprovalsPath) to admin-scope
+	// tokens, and their decision to roles holding PermissionDecide; nil
+	// serves none.
+	Approvals Approvals
 	// Logger receives request logs (debug) and failures; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -164,6 +168,14 @@ func New(opts Options) *Server {
 	e.GET(AdminActionsPath, s.adminOnly(s.getActions))
 	e.PUT(AdminActionsPath, s.adminOnly(s.putActions))
 	e.GET(AdminAuditPath, s.auditOnly(s.getAudit))
+	e.GET(AdminApprovalsPath, s.approvalsOnly(false, s.listApprovals))
+	e.GET(adminApprovalPath, s.approvalsOnly(false, s.getApproval))
+	e.POST(adminApprovalPath+"/:verb", func(c echo.Context) error {
+		if v := c.Param("verb"); v != "approve" && v != "reject" {
+			return echo.ErrNotFound
+		}
+		return s.approvalsOnly(true, s.decideApproval)(c)
+	})
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
 	e.GET(LivePath, s.live)
