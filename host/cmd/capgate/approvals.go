@@ -124,7 +124,7 @@ func approvalsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "capgate approvals: -by names the deciding user")
 		return 2
 	}
-	a, err := store.Decide(ctx, id, approvals.Decision{Approve: verb == "approve", By: "cli:" + *by, ByUser: *by, Reason: *reason})
+	a, err := store.Decide(ctx, id, approvals.Decision{Approve: verb == "approve", By: "cli:" + *by, ByUser: *by, Reason: *reason, AllowSelf: !cfg.Approvals.FourEyes})
 	if err != nil {
 		fmt.Fprintf(stderr, "capgate approvals %s: %v\n", verb, err)
 		return approvalsExit(err)

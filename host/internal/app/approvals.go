@@ -14,10 +14,8 @@ import (
 	"github.com/capgate/capgate/internal/dispatch"
 )
 
-// Approval defaults, until the config names them.
+// How often the desk works.
 const (
-	// approvalTTL is how long a held call waits for a decision.
-	approvalTTL = 24 * time.Hour
 	// approvalPoll is how often a replica looks for approved calls to
 	// run: decisions may come from another replica or the CLI.
 	approvalPoll = time.Second
@@ -35,7 +33,9 @@ type approvalDesk struct {
 	// principal returns a token's principal as the tokens stand now.
 	principal func(label string) (dispatch.Principal, bool)
 	log       *slog.Logger
-	ttl       time.Duration
+	// ttl is approvals.ttl; fourEyes approvals.four_eyes.
+	ttl      time.Duration
+	fourEyes bool
 
 	wake chan struct{} // a decision was made here: run it now
 	stop context.CancelFunc
@@ -59,6 +59,7 @@ func (a *approvalDesk) Get(ctx context.Context, id string) (approvals.Approval, 
 }
 
 func (a *approvalDesk) Decide(ctx context.Context, id string, d approvals.Decision) (approvals.Approval, error) {
+	d.AllowSelf = !a.fourEyes
 	ap, err := a.store.Decide(ctx, id, d)
 	if err == nil {
 		a.log.Info("held call decided", "approval_id", ap.ID, "status", string(ap.Status), "by", ap.DecidedBy)

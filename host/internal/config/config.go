@@ -94,6 +94,7 @@ type Config struct {
 	Database       Database
 	Idempotency    Idempotency
 	Audit          Audit
+	Approvals      Approvals
 	// ActionsEnabled is false when the operator has switched every action
 	// off (the kill switch); reads carry on.
 	ActionsEnabled bool
@@ -195,6 +196,15 @@ type Audit struct {
 	// RefuseActions refuses actions while records cannot be written
 	// (audit.on_unavailable: refuse_actions, the default); reads carry on.
 	RefuseActions bool
+}
+
+// Approvals configures the calls held for a human (risk levels
+// review_required and dangerous).
+type Approvals struct {
+	// TTL is how long a held call waits for a decision.
+	TTL time.Duration
+	// FourEyes refuses a decision by the user who asked (the default).
+	FourEyes bool
 }
 
 // Log configures the host's slog handler.

@@ -34,6 +34,7 @@ func defaults() *Config {
 		Events:           Events{Stream: "CAPGATE_EVENTS"},
 		Idempotency:      Idempotency{Retention: 24 * time.Hour},
 		Audit:            Audit{Enabled: true, Retention: 720 * time.Hour, RefuseActions: true},
+		Approvals:        Approvals{TTL: 24 * time.Hour, FourEyes: true},
 		ActionsEnabled:   true,
 	}
 }
@@ -157,6 +158,7 @@ plugins:
 		Database:         Database{DSN: "postgres://capgate@db.example:5432/capgate"},
 		Idempotency:      Idempotency{Retention: 2 * time.Hour},
 		Audit:            Audit{Enabled: true, Retention: 720 * time.Hour, RefuseActions: true},
+		Approvals:        Approvals{TTL: 24 * time.Hour, FourEyes: true},
 		ActionsEnabled:   true,
 		HTTP: HTTP{
 			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second, MaxInFlight: 64,
@@ -225,6 +227,8 @@ log: {level: error, format: text}
 		{"CAPGATE_AUDIT_ENABLED", "false", func(c *Config) bool { return !c.Audit.Enabled }},
 		{"CAPGATE_AUDIT_RETENTION", "48h", func(c *Config) bool { return c.Audit.Retention == 48*time.Hour }},
 		{"CAPGATE_AUDIT_ON_UNAVAILABLE", "allow", func(c *Config) bool { return !c.Audit.RefuseActions }},
+		{"CAPGATE_APPROVALS_TTL", "2h", func(c *Config) bool { return c.Approvals.TTL == 2*time.Hour }},
+		{"CAPGATE_APPROVALS_FOUR_EYES", "false", func(c *Config) bool { return !c.Approvals.FourEyes }},
 		{"CAPGATE_ACTIONS_ENABLED", "false", func(c *Config) bool { return !c.ActionsEnabled && c.Policy().ActionsOff }},
 		{"CAPGATE_PACKS_BOOKING", "true", func(c *Config) bool { return c.Packs["booking"] }},
 		{"CAPGATE_PACKS_SEARCH", "false", func(c *Config) bool { return !c.Packs["search"] }},

@@ -149,6 +149,8 @@ var Settings = []Setting{
 	{Key: "audit.enabled", Default: "true", kind: kindBool, def: true},
 	{Key: "audit.retention", Default: "720h", kind: kindDuration, def: "720h"},
 	{Key: "audit.on_unavailable", Default: "refuse_actions", kind: kindString, def: "refuse_actions"},
+	{Key: "approvals.ttl", Default: "24h", kind: kindDuration, def: "24h"},
+	{Key: "approvals.four_eyes", Default: "true", kind: kindBool, def: true},
 }
 
 // DefaultHTTPMaxInFlight is http.max_in_flight's default: with the default
@@ -171,11 +173,12 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
 	auditKeys        = []string{"enabled", "retention", "on_unavailable"}
+	approvalsKeys    = []string{"ttl", "four_eyes"}
 	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
 	logKeys          = []string{"level", "format"}
 	searchKeys       = []string{"blocked_entities"}
@@ -325,6 +328,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	l.scalarSection("database", sections["database"], databaseKeys)
 	l.scalarSection("idempotency", sections["idempotency"], idempotencyKeys)
 	l.scalarSection("audit", sections["audit"], auditKeys)
+	l.scalarSection("approvals", sections["approvals"], approvalsKeys)
 	packNames := l.filePacks(sections["packs"])
 	roles := l.roles(sections["roles"])
 
@@ -592,6 +596,13 @@ func (l *loader) resolveSettings(cfg *Config) {
 	cfg.HTTP.ShutdownTimeout = positive("http.shutdown_timeout")
 	cfg.Idempotency.Retention = positive("idempotency.retention")
 	cfg.Audit.Retention = positive("audit.retention")
+	if cfg.Approvals.TTL = positive("approvals.ttl"); cfg.Approvals.TTL > 0 && cfg.Approvals.TTL < time.Minute {
+		v, src, _ := get("approvals.ttl")
+		l.addAt("approvals.ttl", src, "must be at least a minute, so a human has time to decide, got %s", v)
+	}
+	if v, _, ok := get("approvals.four_eyes"); ok {
+		cfg.Approvals.FourEyes = v.(bool)
+	}
 	if v, _, ok := get("audit.enabled"); ok {
 		cfg.Audit.Enabled = v.(bool)
 	}

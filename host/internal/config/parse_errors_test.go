@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk, approvals"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -351,6 +351,12 @@ func TestParseProblems(t *testing.T) {
 				`risk.capabilities["booking.get"]: must be one of safe, review_required, dangerous, blocked, got "" (line 2)`,
 				`risk.packs.Booking: must be keyed by a pack name such as "booking", got "Booking" (line 3)`,
 				`risk.tools: unknown key; known keys are capabilities, packs (line 4)`,
+			}},
+		{"approvals", "approvals: {ttl: 10s, four_eyes: maybe, grace: 1}\n",
+			nil, []string{
+				`approvals.grace: unknown key; known keys are ttl, four_eyes (line 1)`,
+				`approvals.ttl: must be at least a minute, so a human has time to decide, got 10s (line 1)`,
+				`approvals.four_eyes: must be true or false, got "maybe" (line 1)`,
 			}},
 		{"limits counter", "limits:\n  redis_url: http://cache:6379\n  on_redis_error: maybe\n",
 			nil, []string{
