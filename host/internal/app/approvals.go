@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/server"
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -33,6 +34,9 @@ type approvalDesk struct {
 	// principal returns a token's principal as the tokens stand now.
 	principal func(label string) (dispatch.Principal, bool)
 	log       *slog.Logger
+	// bus carries approval.requested and approval.decided, for the asker
+	// and for admins (events.poll); nil publishes nothing.
+	bus events.Bus
 	// ttl is approvals.ttl; fourEyes approvals.four_eyes.
 	ttl      time.Duration
 	fourEyes bool
@@ -63,6 +67,7 @@ func (a *approvalDesk) Decide(ctx context.Context, id string, d approvals.Decisi
 	ap, err := a.store.Decide(ctx, id, d)
 	if err == nil {
 		a.log.Info("held call decided", "approval_id", ap.ID, "status", string(ap.Status), "by", ap.DecidedBy)
+		a.publish(ctx, "approval.decided", ap)
 		if ap.Status == approvals.Approved {
 			a.kick()
 		}
@@ -78,6 +83,7 @@ func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (json.RawMessa
 	if err != nil {
 		return nil, err
 	}
+	a.publish(ctx, "approval.requested", ap)
 	a.log.Info("call held for approval", "approval_id", ap.ID, "capability", ap.Capability, "risk", string(ap.Risk),
 		"token", ap.TokenLabel, "user", ap.UserID, "expires_at", ap.ExpiresAt)
 	return json.Marshal(dispatch.Pending{
@@ -85,6 +91,18 @@ func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (json.RawMessa
 		Message: fmt.Sprintf("%s is %s: it has not run. It runs once, as you, if a human approver approves it before %s; until then nothing happens.",
 			ap.Capability, ap.Risk, ap.ExpiresAt.Format(time.RFC3339)),
 	})
+}
+
+// publish puts an approval event on the bus, owned by the asker. A bus
+// that fails loses the event, not the request: approvals.get still has it.
+func (a *approvalDesk) publish(ctx context.Context, typ string, ap approvals.Approval) {
+	if a.bus == nil {
+		return
+	}
+	data, _ := json.Marshal(map[string]string{"capability": ap.Capability, "risk": string(ap.Risk), "status": string(ap.Status)})
+	if _, err := a.bus.Publish(context.WithoutCancel(ctx), events.Event{Type: typ, Entity: "approval", ID: ap.ID, UserID: ap.UserID, Data: data}); err != nil {
+		a.log.Warn("approvals: an event could not be published", "event", typ, "approval_id", ap.ID, "err", err)
+	}
 }
 
 // start runs the desk's loop until close: approved calls, then sweeps.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,8 +281,8 @@ tokens:
   - {token: govern-token-1, role: r, scope: action, user_id: alice}
   - {token: approver-token, role: ops, scope: admin, user_id: ops}
   - {token: auditor-token, role: auditor, scope: admin, user_id: carol}
-roles: {r: [booking.read, booking.write], ops: ["*"], auditor: [booking.read]}
-packs: {booking: true}
+roles: {r: [booking.read, booking.write, events.read], ops: ["*"], auditor: [booking.read]}
+packs: {booking: true, events: true}
 plugins: [{name: booking, path: %s, config: {seed: demo}}]
 risk: {capabilities: {booking.cancel: dangerous}}
 `, dir, bookingBin)), "")
@@ -336,5 +337,19 @@ risk: {capabilities: {booking.cancel: dangerous}}
 	}
 	if outcome, _ := got["outcome"].(map[string]any); outcome["kind"] != "tool_error" {
 		t.Fatalf("outcome %v", got)
+	}
+	// The asker sees the request and the decision on the bus.
+	var seen []string
+	for after := 0.0; ; {
+		page, next := pollEvents(t, addr, "govern-token-1", after)
+		if len(page) == 0 {
+			break
+		}
+		seen, after = append(seen, page...), next
+	}
+	for _, want := range []string{"approval.requested/" + id + "/alice", "approval.decided/" + id + "/alice"} {
+		if !slices.Contains(seen, want) {
+			t.Errorf("events.poll as alice: %v lacks %s", seen, want)
+		}
 	}
 }
