@@ -53,10 +53,16 @@ func MayBeHeld(risk registry.Risk) bool {
 
 // Approver keeps the calls that wait for a human (UseApprover).
 type Approver interface {
-	// Hold stores h for a decision and returns what the caller gets now:
-	// a result saying the call is pending, which is not an error. An
-	// error means nothing was stored and nothing ran.
-	Hold(ctx context.Context, h Held) (json.RawMessage, error)
+	// Hold stores h for a decision and returns its request's id and what
+	// the caller gets now: a result saying the call is pending, which is
+	// not an error. An error means nothing was stored and nothing ran.
+	Hold(ctx context.Context, h Held) (Holding, error)
+}
+
+// Holding is a held call's request and the caller's answer.
+type Holding struct {
+	ApprovalID string
+	Result     json.RawMessage
 }
 
 // UseApprover makes the gate hold calls at RiskReviewRequired and
@@ -99,12 +105,13 @@ func (g Grant) covers(p Principal, capability string, args json.RawMessage) bool
 // ownership: one that needs a human first is held (or refused, without an
 // approver) unless ctx carries the grant of exactly this call. It returns
 // the held call's answer, or nil to run it.
-func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.Entry, p Principal, args json.RawMessage, callID string) (json.RawMessage, error) {
+func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.Entry, p Principal, args json.RawMessage, c *call) (json.RawMessage, error) {
 	risk := pol.riskOf(&e.Capability)
 	if !MayBeHeld(risk) {
 		return nil, nil
 	}
 	if g, ok := GrantOf(ctx); ok && g.covers(p, e.Name, args) {
+		c.approvalID = g.ApprovalID
 		return nil, nil
 	}
 	if d.approver == nil {
@@ -118,12 +125,13 @@ func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.
 		return nil, &Refusal{Step: StepRisk, Capability: e.Name, Reason: fmt.Sprintf(
 			"this capability is %s: only a token bound to a user can ask for a call to be approved", risk)}
 	}
-	res, err := d.approver.Hold(ctx, Held{Principal: p, Capability: e.Name, Args: args, Risk: risk, CallID: callID, Origin: OriginOf(ctx)})
-	if err == nil && len(res) == 0 {
+	h, err := d.approver.Hold(ctx, Held{Principal: p, Capability: e.Name, Args: args, Risk: risk, CallID: c.id, Origin: OriginOf(ctx)})
+	if err == nil && (len(h.Result) == 0 || h.ApprovalID == "") {
 		err = fmt.Errorf("the approver answered nothing")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hold %s for approval: %w", e.Name, err)
 	}
-	return res, nil
+	c.approvalID = h.ApprovalID
+	return h.Result, nil
 }

@@ -20,14 +20,18 @@ type approver struct {
 	err  error
 }
 
-func (a *approver) Hold(_ context.Context, h dispatch.Held) (json.RawMessage, error) {
+func (a *approver) Hold(_ context.Context, h dispatch.Held) (dispatch.Holding, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {
-		return nil, a.err
+		return dispatch.Holding{}, a.err
 	}
 	a.held = append(a.held, h)
-	return a.res, nil
+	id := ""
+	if a.res != nil {
+		id = "ap_1"
+	}
+	return dispatch.Holding{ApprovalID: id, Result: a.res}, nil
 }
 
 func (a *approver) taken() []dispatch.Held {

@@ -63,6 +63,9 @@ type Decision struct {
 	// Err is the outcome of an admitted call: nil, a *ToolError, or an
 	// *InternalError.
 	Err error
+	// ApprovalID names the request of a call held for a human, or of the
+	// approved call this one runs; empty otherwise.
+	ApprovalID string
 }
 
 // Auditor keeps the gate's decisions. The host's writes them to the audit
@@ -101,11 +104,11 @@ func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args
 	start := time.Now()
 	// The ID reaches the provider in its Request, not in ctx: another
 	// layer of ctx would lengthen every lookup below it.
-	id := d.auditor.NewID(start)
-	res, err := d.invoke(ctx, p, name, args, id)
+	c := call{id: d.auditor.NewID(start)}
+	res, err := d.invoke(ctx, p, name, args, &c)
 	dec := Decision{
-		ID: id, Origin: OriginOf(ctx), Time: start, Latency: time.Since(start), Principal: p,
-		Capability: name, Args: args,
+		ID: c.id, Origin: OriginOf(ctx), Time: start, Latency: time.Since(start), Principal: p,
+		Capability: name, Args: args, ApprovalID: c.approvalID,
 	}
 	if e, ok := d.reg.Lookup(name); ok {
 		dec.Plugin, dec.Sensitive = e.Plugin, e.Sensitive

@@ -450,12 +450,18 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 	if d.auditor != nil {
 		return d.audited(ctx, p, name, args)
 	}
-	return d.invoke(ctx, p, name, args, "")
+	return d.invoke(ctx, p, name, args, &call{})
 }
 
-// invoke is the gate for a call the auditor named callID (empty without
-// one).
-func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args json.RawMessage, callID string) (json.RawMessage, error) {
+// call is what the gate learns of one call on its way, for its audit
+// record.
+type call struct {
+	id         string // the auditor's name for it; empty without one
+	approvalID string // the held call's request, or the approved one's
+}
+
+// invoke is the gate for one call.
+func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args json.RawMessage, c *call) (json.RawMessage, error) {
 	e, ok := d.reg.Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownCapability, name)
@@ -480,10 +486,10 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	if err := e.ValidateArgs(args); err != nil {
 		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %s", name, shorten(err.Error()))}
 	}
-	if res, err := d.hold(ctx, pol, e, p, args, callID); res != nil || err != nil {
+	if res, err := d.hold(ctx, pol, e, p, args, c); res != nil || err != nil {
 		return res, err
 	}
-	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: callID}
+	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: c.id}
 	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {
 		return d.idempotent(ctx, e, req, key)
 	}

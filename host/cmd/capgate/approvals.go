@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/config"
 )
 
@@ -124,7 +125,15 @@ func approvalsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "capgate approvals: -by names the deciding user")
 		return 2
 	}
-	a, err := store.Decide(ctx, id, approvals.Decision{Approve: verb == "approve", By: "cli:" + *by, ByUser: *by, Reason: *reason, AllowSelf: !cfg.Approvals.FourEyes})
+	d := approvals.Decision{Approve: verb == "approve", By: "cli:" + *by, ByUser: *by, Reason: *reason, AllowSelf: !cfg.Approvals.FourEyes}
+	a, err := store.Decide(ctx, id, d)
+	if cfg.Audit.Enabled && (err == nil || !errors.Is(err, approvals.ErrNotFound)) {
+		// The decision is in the trail with the call and its run, as one
+		// made through the admin API is.
+		if aerr := recordDecision(ctx, cfg, approvals.DecisionRecord("cli", d, id, a.Capability, err)); aerr != nil {
+			fmt.Fprintf(stderr, "capgate approvals %s: the decision stands, but the audit trail could not record it: %v\n", verb, aerr)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "capgate approvals %s: %v\n", verb, err)
 		return approvalsExit(err)
@@ -134,6 +143,16 @@ func approvalsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "a running host on this database runs it once, within a few seconds; follow it with capgate approvals show "+a.ID)
 	}
 	return 0
+}
+
+// recordDecision appends r to the audit trail FILE's database holds.
+func recordDecision(ctx context.Context, cfg *config.Config, r audit.Record) error {
+	st, err := audit.Open(ctx, cfg.Database.DSN, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return st.Append(ctx, []audit.Record{r})
 }
 
 // approvalsExit is 2 for what the caller asked wrong, 1 otherwise.

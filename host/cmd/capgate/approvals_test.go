@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/internal/registry"
 	"github.com/capgate/capgate/sdk/pgtest"
 )
@@ -71,6 +72,23 @@ func TestApprovalsCLI(t *testing.T) {
 			}
 			if code, out, _ = runApprovals("list", "-c", cfg, "-status", "pending"); code != 0 || !strings.Contains(out, "no approval requests match") {
 				t.Fatalf("pending after the decision: %q", out)
+			}
+			// Each decision, and each refused one, is in the trail under the
+			// request's approval id.
+			st, err := audit.Open(context.Background(), dsn, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			page, err := st.Query(context.Background(), audit.Filter{ApprovalID: id, Order: audit.OldestFirst})
+			if err != nil || len(page.Records) != 3 {
+				t.Fatalf("trail of %s: %+v %v; want three decisions", id, page.Records, err)
+			}
+			for i, want := range []struct{ user, step string }{{"alice", "failed"}, {"ops", ""}, {"ops2", "failed"}} {
+				r := page.Records[i]
+				if r.Capability != "capgate.approval" || r.UserID != want.user || r.Step != want.step || r.Protocol != "cli" {
+					t.Errorf("decision %d: %+v; want by %s at step %q", i, r, want.user, want.step)
+				}
 			}
 		})
 	}

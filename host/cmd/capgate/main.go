@@ -54,7 +54,7 @@ Usage:
                               them again, or show the switch
   capgate audit -c FILE [-since T] [-until T] [-token LABEL] [-user ID]
         [-capability NAME] [-decision admitted|refused] [-step STEP]
-        [-request ID] [-limit N] [-json] [-follow]
+        [-request ID] [-approval ID] [-limit N] [-json] [-follow]
                               print the newest audit records (-limit, default
                               50) that match, or -follow them as they arrive;
                               T is RFC 3339 or a time ago (30m, 1h, 7d)

@@ -244,7 +244,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
 	})
 	tokens := auth.New(cfg.Tokens)
-	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, log: log, ttl: cfg.Approvals.TTL, fourEyes: cfg.Approvals.FourEyes, bus: bus, wake: make(chan struct{}, 1)}
+	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, log: log, ttl: cfg.Approvals.TTL, fourEyes: cfg.Approvals.FourEyes, bus: bus, aud: aud, wake: make(chan struct{}, 1)}
 	gate.UseApprover(desk)
 	// Plugins calling capabilities for their caller (llm.ask searching the
 	// catalogue) go through this same gate.

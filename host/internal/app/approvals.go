@@ -34,6 +34,8 @@ type approvalDesk struct {
 	// principal returns a token's principal as the tokens stand now.
 	principal func(label string) (dispatch.Principal, bool)
 	log       *slog.Logger
+	// aud records each decision made here; nil records none.
+	aud *auditor
 	// bus carries approval.requested and approval.decided, for the asker
 	// and for admins (events.poll); nil publishes nothing.
 	bus events.Bus
@@ -65,6 +67,9 @@ func (a *approvalDesk) Get(ctx context.Context, id string) (approvals.Approval, 
 func (a *approvalDesk) Decide(ctx context.Context, id string, d approvals.Decision) (approvals.Approval, error) {
 	d.AllowSelf = !a.fourEyes
 	ap, err := a.store.Decide(ctx, id, d)
+	if a.aud != nil && (err == nil || !errors.Is(err, approvals.ErrNotFound)) {
+		a.aud.decided("admin", d, id, ap.Capability, err)
+	}
 	if err == nil {
 		a.log.Info("held call decided", "approval_id", ap.ID, "status", string(ap.Status), "by", ap.DecidedBy)
 		a.publish(ctx, "approval.decided", ap)
@@ -75,22 +80,23 @@ func (a *approvalDesk) Decide(ctx context.Context, id string, d approvals.Decisi
 	return ap, err
 }
 
-func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (json.RawMessage, error) {
+func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (dispatch.Holding, error) {
 	ap, err := a.store.Create(ctx, approvals.Request{
 		TokenLabel: h.Principal.Token, Role: h.Principal.Role, Scope: string(h.Principal.Scope), UserID: h.Principal.UserID,
 		Capability: h.Capability, Args: h.Args, Risk: h.Risk, TTL: a.ttl,
 	})
 	if err != nil {
-		return nil, err
+		return dispatch.Holding{}, err
 	}
 	a.publish(ctx, "approval.requested", ap)
 	a.log.Info("call held for approval", "approval_id", ap.ID, "capability", ap.Capability, "risk", string(ap.Risk),
 		"token", ap.TokenLabel, "user", ap.UserID, "expires_at", ap.ExpiresAt)
-	return json.Marshal(dispatch.Pending{
+	res, err := json.Marshal(dispatch.Pending{
 		Status: dispatch.PendingStatus, ApprovalID: ap.ID, ExpiresAt: ap.ExpiresAt.Format(time.RFC3339),
 		Message: fmt.Sprintf("%s is %s: it has not run. It runs once, as you, if a human approver approves it before %s; until then nothing happens.",
 			ap.Capability, ap.Risk, ap.ExpiresAt.Format(time.RFC3339)),
 	})
+	return dispatch.Holding{ApprovalID: ap.ID, Result: res}, err
 }
 
 // publish puts an approval event on the bus, owned by the asker. A bus

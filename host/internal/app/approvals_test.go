@@ -338,6 +338,32 @@ risk: {capabilities: {booking.cancel: dangerous}}
 	if outcome, _ := got["outcome"].(map[string]any); outcome["kind"] != "tool_error" {
 		t.Fatalf("outcome %v", got)
 	}
+	// The trail links the held call, both decisions and the run.
+	trail, err := audit.OpenSQLite(context.Background(), filepath.Join(dir, audit.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trail.Close()
+	var linked []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		page, err := trail.Query(context.Background(), audit.Filter{ApprovalID: id, Order: audit.OldestFirst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		linked = linked[:0]
+		for _, r := range page.Records {
+			linked = append(linked, r.Protocol+" "+r.Capability+" "+string(r.Decision))
+		}
+		if len(linked) == 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	slices.Sort(linked)
+	want := []string{"admin capgate.approval admitted", "admin capgate.approval refused", "approval booking.cancel admitted", "mcp booking.cancel admitted"}
+	if !slices.Equal(linked, want) {
+		t.Errorf("records of %s: %q; want %q", id, linked, want)
+	}
 	// The asker sees the request and the decision on the bus.
 	var seen []string
 	for after := 0.0; ; {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/approvals"
 	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/internal/dispatch"
@@ -62,7 +63,7 @@ func (a *auditor) Record(d dispatch.Decision) {
 		RequestID: d.Origin.RequestID, Protocol: d.Origin.Protocol, ProtocolVersion: d.Origin.ProtocolVersion,
 		TokenLabel: d.Principal.Token, Role: d.Principal.Role, Scope: string(d.Principal.Scope), UserID: d.Principal.UserID,
 		Capability: d.Capability, Plugin: d.Plugin,
-		Args: args,
+		Args: args, ApprovalID: d.ApprovalID,
 	}
 	switch {
 	case d.Refusal != nil:
@@ -104,6 +105,11 @@ func (a *auditor) event(name, by string, err error, what string) {
 		r.Decision, r.Outcome, r.Step, r.Reason = audit.Refused, "", "failed", what+": "+err.Error()
 	}
 	a.write(r)
+}
+
+// decided records a decision on a held call (approvals.DecisionRecord).
+func (a *auditor) decided(protocol string, d approvals.Decision, id, capability string, err error) {
+	a.write(approvals.DecisionRecord(protocol, d, id, capability, err))
 }
 
 func (a *auditor) write(r audit.Record) {

@@ -122,6 +122,7 @@ var settings = []setting{
 	{"disabled_capabilities", true, func(c *config.Config) any { return c.DisabledCapabilities }},
 	{"limits", true, func(c *config.Config) any { return c.Limits }},
 	{"risk", true, func(c *config.Config) any { return c.Risk }},
+	{"approvals", false, func(c *config.Config) any { return c.Approvals }},
 	{"enabled", false, func(c *config.Config) any { return c.Enabled }},
 	{"listen", false, func(c *config.Config) any { return c.Listen }},
 	{"data_dir", false, func(c *config.Config) any { return c.DataDir }},

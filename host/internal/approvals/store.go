@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/internal/registry"
 	"github.com/capgate/capgate/sdk/sqlstore"
 )
@@ -515,6 +516,31 @@ func (s *Store) Sweep(ctx context.Context) (Swept, error) {
 	}
 	out.Lost, _ = res.RowsAffected()
 	return out, nil
+}
+
+// DecisionRecord is the audit record of a decision d on the request id,
+// linked to the request's other records by its approval id: capability
+// capgate.approval, by the decider, through protocol ("admin", "cli"). A
+// decision that err refused is a refusal at step failed, saying why.
+func DecisionRecord(protocol string, d Decision, id, capability string, err error) audit.Record {
+	verb := "rejected"
+	if d.Approve {
+		verb = "approved"
+	}
+	what := verb
+	if capability != "" {
+		what += " " + capability
+	}
+	if d.Reason != "" {
+		what += ": " + d.Reason
+	}
+	now := time.Now()
+	r := audit.Record{ID: audit.NewID(now), Time: now, Capability: "capgate.approval", TokenLabel: d.By, UserID: d.ByUser,
+		Protocol: protocol, Decision: audit.Admitted, Outcome: audit.OutcomeOK, Reason: what, ApprovalID: id}
+	if err != nil {
+		r.Decision, r.Outcome, r.Step, r.Reason = audit.Refused, "", "failed", "not "+verb+": "+err.Error()
+	}
+	return r
 }
 
 // LostMessage is the outcome of a run its host did not live to finish.

@@ -23,8 +23,17 @@ import (
 const maxBlockRecords = 512
 
 // blockVersion is the first byte of a block's body: the layout of what
-// follows.
-const blockVersion = 1
+// follows. Layout 1 has the first 17 fields of fieldsOf (no ApprovalID);
+// blocks written so are still read.
+const blockVersion = 2
+
+// fieldsIn is how many string fields a record has in layout v.
+func fieldsIn(v byte) int {
+	if v == 1 {
+		return 17
+	}
+	return numFields
+}
 
 // errCorrupt marks a stored block that does not decode.
 var errCorrupt = errors.New("corrupt audit block")
@@ -39,13 +48,13 @@ type block struct {
 }
 
 // numFields is how many string fields a record has (Args apart).
-const numFields = 17
+const numFields = 18
 
 // fieldsOf lists r's string fields in the order a block holds them.
 func fieldsOf(r *Record) [numFields]*string {
 	return [numFields]*string{&r.ID, &r.ParentID, &r.RequestID, &r.Protocol, &r.ProtocolVersion, &r.TokenLabel,
 		&r.Role, &r.Scope, &r.UserID, &r.Capability, &r.Plugin, (*string)(&r.Decision), &r.Step, &r.Reason,
-		(*string)(&r.Outcome), &r.ErrorCode, &r.ErrorRef}
+		(*string)(&r.Outcome), &r.ErrorCode, &r.ErrorRef, &r.ApprovalID}
 }
 
 // A record in a block is its seq delta (uvarint) from the block's first
@@ -138,9 +147,10 @@ func decodeBlock(first int64, body []byte) ([]Record, error) {
 	bad := func(what string) error {
 		return fmt.Errorf("%w at seq %d: %s", errCorrupt, first, what)
 	}
-	if len(body) == 0 || body[0] != blockVersion {
+	if len(body) == 0 || (body[0] != 1 && body[0] != blockVersion) {
 		return nil, bad("unknown layout")
 	}
+	nf := fieldsIn(body[0])
 	d := decoder{b: body[1:]}
 	var (
 		rs       []Record
@@ -153,7 +163,8 @@ func decodeBlock(first int64, body []byte) ([]Record, error) {
 		delta := d.uvarint()
 		micros := d.varint()
 		latency := d.uvarint()
-		for i, f := range fieldsOf(&r) {
+		fields := fieldsOf(&r)
+		for i, f := range fields[:nf] {
 			v, same := d.value()
 			switch {
 			case same && len(rs) == 0:
@@ -273,6 +284,7 @@ const (
 	keyRequest    = 'r'
 	keyDecision   = 'd'
 	keyStep       = 's'
+	keyApproval   = 'a'
 )
 
 type key struct {
@@ -280,9 +292,9 @@ type key struct {
 	value string
 }
 
-func recordKeys(r *Record) [6]key {
-	return [6]key{{keyToken, r.TokenLabel}, {keyUser, r.UserID}, {keyCapability, r.Capability},
-		{keyRequest, r.RequestID}, {keyDecision, string(r.Decision)}, {keyStep, r.Step}}
+func recordKeys(r *Record) [7]key {
+	return [7]key{{keyToken, r.TokenLabel}, {keyUser, r.UserID}, {keyCapability, r.Capability},
+		{keyRequest, r.RequestID}, {keyDecision, string(r.Decision)}, {keyStep, r.Step}, {keyApproval, r.ApprovalID}}
 }
 
 // keySet collects the keys of a block's records in first-seen order,
@@ -292,7 +304,7 @@ type keySet struct {
 	sb   strings.Builder
 	// last holds the previous record's keys: most records repeat them,
 	// and comparing is cheaper than hashing.
-	last [6]key
+	last [7]key
 }
 
 func (ks *keySet) add(r *Record) {

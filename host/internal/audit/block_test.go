@@ -25,7 +25,7 @@ func blockRecords() []Record {
 			Args: []byte(`{"a":1}`), Decision: Admitted, Outcome: OutcomeToolError, ErrorCode: "conflict", Latency: 3 * time.Millisecond},
 		{Seq: 8, ID: "01K", ParentID: "01J", Time: t0, RequestID: "r1", Capability: "platform.search",
 			Decision: Refused, Step: "permission", Reason: "needs search.read — ünïcode"},
-		{Seq: 12, ID: "01L", Time: t0.Add(-time.Hour), Capability: "x.y", Decision: Admitted, Outcome: OutcomeInternalError, ErrorRef: "01L"},
+		{Seq: 12, ID: "01L", Time: t0.Add(-time.Hour), Capability: "x.y", Decision: Admitted, Outcome: OutcomeInternalError, ErrorRef: "01L", ApprovalID: "ap_x"},
 	}
 	return rs
 }
@@ -92,14 +92,14 @@ func TestDecodeBlockRefusesCorruption(t *testing.T) {
 			}
 		}
 	}
-	bad := append([]byte{2}, b.body[1:]...)
+	bad := append([]byte{blockVersion + 1}, b.body[1:]...)
 	if _, err := decodeBlock(7, bad); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "seq 7") {
 		t.Fatalf("unknown layout: %v", err)
 	}
 	// Seqs must increase: two records of all-empty fields, both at delta 0.
-	empty := func(delta byte) []byte { return append([]byte{delta, 0, 0}, bytes.Repeat([]byte{1}, 18)...) }
+	empty := func(delta byte) []byte { return append([]byte{delta, 0, 0}, bytes.Repeat([]byte{1}, numFields+1)...) }
 	// The first record has no previous one to repeat.
-	repeats := append([]byte{blockVersion, 0, 0, 0}, make([]byte, 18)...)
+	repeats := append([]byte{blockVersion, 0, 0, 0}, make([]byte, numFields+1)...)
 	if _, err := decodeBlock(1, repeats); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "repeats a value") {
 		t.Fatalf("first record repeating: %v", err)
 	}
@@ -109,6 +109,33 @@ func TestDecodeBlockRefusesCorruption(t *testing.T) {
 	twice := append(append([]byte{blockVersion}, empty(0)...), empty(0)...)
 	if _, err := decodeBlock(1, twice); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "out of order") {
 		t.Fatalf("repeated seq: %v", err)
+	}
+}
+
+// TestDecodeLayoutOne: blocks written before records had an approval id
+// (17 fields) still decode, and give records without one.
+func TestDecodeLayoutOne(t *testing.T) {
+	// Two records: the first names every field "v", the second repeats
+	// them all; Args {} then repeated.
+	var body []byte
+	body = append(body, 1, 0, 2, 5) // layout 1; seq delta 0, time 1 µs, latency 5
+	for range 17 {
+		body = append(body, 2, 'v')
+	}
+	body = append(body, 3, '{', '}')
+	body = append(body, 1, 4, 6) // seq delta 1, time 2 µs, latency 6
+	body = append(body, make([]byte, 18)...)
+	rs, err := decodeBlock(10, body)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("layout 1: %v, %v", rs, err)
+	}
+	for _, r := range rs {
+		if r.ID != "v" || r.ErrorRef != "v" || r.ApprovalID != "" || string(r.Args) != "{}" {
+			t.Errorf("layout 1 record %+v", r)
+		}
+	}
+	if rs[1].Seq != 11 || rs[1].Latency != 6 {
+		t.Errorf("second record %+v", rs[1])
 	}
 }
 

@@ -104,6 +104,9 @@ type Record struct {
 	ErrorCode string
 	ErrorRef  string
 	Latency   time.Duration // not negative
+	// ApprovalID links the records of a call held for a human: the call
+	// that was held, the decision on it, and its run once approved.
+	ApprovalID string
 }
 
 // validate checks the rules a bounded value cannot repair: the decision,
@@ -159,7 +162,7 @@ func (r *Record) normalize() {
 var fieldBounds = [numFields]int{
 	MaxIDLen, MaxIDLen, MaxRequestIDLen, MaxProtocolLen, MaxProtocolLen, MaxLabelLen,
 	MaxLabelLen, MaxProtocolLen, MaxNameLen, MaxNameLen, MaxLabelLen, MaxProtocolLen, MaxProtocolLen, MaxReasonLen,
-	MaxProtocolLen, MaxErrorCodeLen, MaxLabelLen,
+	MaxProtocolLen, MaxErrorCodeLen, MaxLabelLen, MaxIDLen,
 }
 
 // bound returns s as valid UTF-8 without NUL, cut at a rune boundary to at

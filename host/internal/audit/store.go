@@ -79,6 +79,8 @@ type Filter struct {
 	RequestID  string
 	Decision   Decision // Admitted, Refused or empty
 	Step       string
+	// ApprovalID matches the records of one held call (Record.ApprovalID).
+	ApprovalID string
 	// After is a cursor: only records past this Seq in Order are listed.
 	// Page.Next gives the cursor of the next page.
 	After int64
@@ -110,6 +112,7 @@ func (f *Filter) validate() error {
 		{"capability", f.Capability, MaxNameLen},
 		{"request id", f.RequestID, MaxRequestIDLen},
 		{"step", f.Step, MaxProtocolLen},
+		{"approval id", f.ApprovalID, MaxIDLen},
 	} {
 		if len(v.value) > v.max {
 			return fmt.Errorf("%w: %s is %d bytes, more than the %d any record holds", ErrInvalid, v.name, len(v.value), v.max)
@@ -433,7 +436,7 @@ func (s *sqlStore) Query(ctx context.Context, f Filter) (Page, error) {
 		add("min_time < ?", s.d.time(until))
 	}
 	for _, k := range []key{{keyToken, f.TokenLabel}, {keyUser, f.UserID}, {keyCapability, f.Capability},
-		{keyRequest, f.RequestID}, {keyDecision, string(f.Decision)}, {keyStep, f.Step}} {
+		{keyRequest, f.RequestID}, {keyDecision, string(f.Decision)}, {keyStep, f.Step}, {keyApproval, f.ApprovalID}} {
 		if k.value != "" {
 			add(s.d.contains, needle(k.kind, k.value))
 		}
@@ -451,7 +454,8 @@ func (s *sqlStore) Query(ctx context.Context, f Filter) (Page, error) {
 			!f.Since.IsZero() && r.Time.Before(since), !f.Until.IsZero() && !r.Time.Before(until),
 			f.TokenLabel != "" && r.TokenLabel != f.TokenLabel, f.UserID != "" && r.UserID != f.UserID,
 			f.Capability != "" && r.Capability != f.Capability, f.RequestID != "" && r.RequestID != f.RequestID,
-			f.Decision != "" && r.Decision != f.Decision, f.Step != "" && r.Step != f.Step:
+			f.Decision != "" && r.Decision != f.Decision, f.Step != "" && r.Step != f.Step,
+			f.ApprovalID != "" && r.ApprovalID != f.ApprovalID:
 			return false
 		}
 		return true

@@ -59,6 +59,9 @@ type AuditRecord struct {
 	ErrorCode string `json:"error_code"`
 	ErrorRef  string `json:"error_ref"`
 	LatencyNS int64  `json:"latency_ns"`
+	// ApprovalID links the records of a call held for a human: the held
+	// call, the decisions on it and its run.
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // NewAuditRecord is r as the admin API writes it.
@@ -79,7 +82,7 @@ func NewAuditRecord(r audit.Record) AuditRecord {
 		Capability: r.Capability, Plugin: r.Plugin, Args: args,
 		Decision: string(r.Decision), Step: r.Step, Reason: r.Reason,
 		Outcome: string(r.Outcome), ErrorCode: r.ErrorCode, ErrorRef: r.ErrorRef,
-		LatencyNS: int64(r.Latency),
+		LatencyNS: int64(r.Latency), ApprovalID: r.ApprovalID,
 	}
 }
 
@@ -113,7 +116,7 @@ func (s *Server) auditOnly(next func(echo.Context, dispatch.Principal) error) ec
 // auditParams are the query parameters getAudit takes.
 var auditParams = map[string]bool{
 	"since": true, "until": true, "token": true, "user": true, "capability": true,
-	"decision": true, "step": true, "request": true, "after": true, "order": true, "limit": true,
+	"decision": true, "step": true, "request": true, "approval": true, "after": true, "order": true, "limit": true,
 }
 
 func (s *Server) getAudit(c echo.Context, p dispatch.Principal) error {
@@ -174,6 +177,7 @@ func auditFilter(q map[string][]string) (audit.Filter, error) {
 		{"user", &f.UserID, audit.MaxNameLen},
 		{"capability", &f.Capability, audit.MaxNameLen},
 		{"step", &f.Step, audit.MaxProtocolLen},
+		{"approval", &f.ApprovalID, audit.MaxIDLen},
 		{"request", &f.RequestID, audit.MaxRequestIDLen},
 	} {
 		s := get(v.name)

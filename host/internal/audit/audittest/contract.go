@@ -421,6 +421,7 @@ func fixture(t *testing.T, s audit.Store) {
 	b.TokenLabel, b.UserID = "ops", "bob"
 	c := Rec("c", "booking.cancel", 2*time.Minute)
 	c.Outcome, c.ErrorCode = audit.OutcomeToolError, "not_found"
+	c.ApprovalID = "ap_c"
 	d := refused("d", "booking.create", "audit", 3*time.Minute)
 	d.UserID = ""
 	f := Rec("f", "platform.search", 4*time.Minute)
@@ -449,6 +450,8 @@ func testFilters(t *testing.T, e *Env) {
 		{audit.Filter{RequestID: "a"}, []string{"a", "a"}},
 		{audit.Filter{UserID: "alice", Capability: "booking.cancel"}, []string{"c"}},
 		{audit.Filter{TokenLabel: "ops", Decision: audit.Admitted}, nil},
+		{audit.Filter{ApprovalID: "ap_c"}, []string{"c"}},
+		{audit.Filter{ApprovalID: "ap_"}, nil},
 	} {
 		wantRequests(t, fmt.Sprintf("filter %+v", tc.f), All(t, s, tc.f), tc.want...)
 	}
