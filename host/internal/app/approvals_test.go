@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/app"
 	"github.com/capgate/capgate/host/internal/approvals"
 	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/config"
@@ -376,6 +378,76 @@ risk: {capabilities: {booking.cancel: dangerous}}
 	for _, want := range []string{"approval.requested/" + id + "/alice", "approval.decided/" + id + "/alice"} {
 		if !slices.Contains(seen, want) {
 			t.Errorf("events.poll as alice: %v lacks %s", seen, want)
+		}
+	}
+}
+
+// TestApprovedCallRecheckedAtItsRun: an approved call runs as its asker's
+// token stands at the run: a token removed by a reload, or whose role no
+// longer holds the permission, refuses it, and that is its outcome.
+func TestApprovedCallRecheckedAtItsRun(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(t.TempDir(), "capgate.yaml")
+	write := func(tokens, roles string) {
+		t.Helper()
+		body := fmt.Sprintf(`
+enabled: true
+listen: 127.0.0.1:0
+data_dir: %s
+tokens: %s
+roles: %s
+packs: {booking: true}
+plugins: [{name: booking, path: %s, config: {seed: demo}}]
+risk: {capabilities: {booking.cancel: dangerous}}
+`, dir, tokens, roles, bookingBin)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`[{token: govern-token-1, label: first, role: r, scope: action, user_id: alice}, {token: govern-token-2, label: second, role: r2, scope: action, user_id: alice}]`,
+		`{r: [booking.read, booking.write], r2: [booking.read, booking.write]}`)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(context.Background(), cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	defer func() { stop(); <-done }()
+	addr := ln.Addr().String()
+
+	var ids []string
+	for _, token := range []string{"govern-token-1", "govern-token-2"} {
+		out, msg := mcpTool(t, addr, token, "booking.cancel", cancel)
+		if msg != "" || out["status"] != "pending_approval" {
+			t.Fatalf("held call: %v %q", out, msg)
+		}
+		ids = append(ids, out["approval_id"].(string))
+	}
+	// The first token goes; the second's role loses booking.write.
+	write(`[{token: govern-token-2, label: second, role: r2, scope: action, user_id: alice}]`, `{r: [booking.read, booking.write], r2: [booking.read]}`)
+	if _, err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	store, err := approvals.OpenSQLite(context.Background(), filepath.Join(dir, approvals.FileName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, id := range ids {
+		if _, err := store.Decide(context.Background(), id, approvals.Decision{Approve: true, By: "ops", ByUser: "ops"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []string{`the token "first" that asked for it is no longer configured`, "refused at step permission"} {
+		got := waitDone(t, store, ids[i])
+		if got.Outcome.Kind != approvals.OutcomeRefused || !strings.Contains(got.Outcome.Message, want) {
+			t.Errorf("request %d: outcome %+v; want refused: %s", i, got.Outcome, want)
 		}
 	}
 }
