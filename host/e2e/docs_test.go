@@ -321,6 +321,30 @@ var docsExpectations = map[string]map[int]func(t *testing.T, as docAnswers){
 				}
 			}
 		},
+		10: func(t *testing.T, as docAnswers) { // the held cancellation, waiting
+			var r struct {
+				Status, Capability, Risk string
+				UserID                   string `json:"user_id"`
+			}
+			as.one(t, 10).ok(t, &r)
+			if r.Status != "pending" || r.Capability != "subscription.cancel" || r.Risk != "dangerous" || r.UserID != "alice" {
+				t.Errorf("approvals.get before the decision: %+v, want alice's dangerous subscription.cancel pending", r)
+			}
+		},
+		11: func(t *testing.T, as docAnswers) { // approved and run, once
+			var r struct {
+				Status  string
+				Outcome *struct{ Kind string }
+			}
+			list := as[11]
+			if len(list) == 0 {
+				t.Fatal("no answer to id 11")
+			}
+			list[len(list)-1].ok(t, &r)
+			if r.Status != "done" || r.Outcome == nil || r.Outcome.Kind != "result" {
+				t.Errorf("approvals.get after the approval: %+v, want done with the call's result", r)
+			}
+		},
 		4: func(t *testing.T, as docAnswers) { // cancel the first; again
 			var listed struct{ Bookings []docBooking }
 			as.one(t, 3).ok(t, &listed)
