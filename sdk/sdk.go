@@ -319,6 +319,11 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 				if owner == "" || owner != check.UserId {
 					return nil, true, nil
 				}
+				if check.Only {
+					// The step alone, before the host holds the call for
+					// a human: nothing runs.
+					return json.RawMessage("{}"), false, nil
+				}
 			}
 			res, err := t.Handler(ctx, call, in)
 			if err != nil {

@@ -207,7 +207,7 @@ func (s *server) Describe(context.Context, *capgatev1.DescribeRequest) (*capgate
 	}
 	_, checks := checker(s.p)
 	return &capgatev1.DescribeResponse{Name: s.p.name, Version: s.p.version, Capabilities: caps, Entities: s.p.entities,
-		ChecksConfig: checks}, nil
+		ChecksConfig: checks, ChecksOwnerOnly: true}, nil
 }
 
 func (s *server) ready() error {

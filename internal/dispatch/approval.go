@@ -4,10 +4,25 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/capgate/capgate/internal/registry"
 )
+
+// OwnerChecker is a Provider that can decide the ownership step of a call
+// alone, running nothing: nil when r's target belongs to r.Principal's
+// user, the *Refusal at StepOwnership or the NotFound *ToolError
+// otherwise, or ErrCannotCheckOnly when it cannot tell without running
+// the call (a plugin built before the check existed). The gate asks it
+// before it holds a call for a human. A Provider that is not one is never
+// asked, and its held calls are checked when they run.
+type OwnerChecker interface {
+	CheckOwner(ctx context.Context, r Request) error
+}
+
+// ErrCannotCheckOnly is an OwnerChecker that cannot answer alone.
+var ErrCannotCheckOnly = errors.New("the provider cannot check ownership without running the call")
 
 // Held is a call the gate holds for a human's yes: it passed every step
 // that does not need the target's owner, and its arguments are valid.
@@ -95,6 +110,38 @@ func GrantOf(ctx context.Context) (Grant, bool) {
 	return g, ok
 }
 
+// ownedBeforeHold is the ownership step of an owner-guarded call asked
+// alone, so that no human is asked to approve a call it would refuse. A
+// provider that cannot answer it alone leaves it to the run, which checks
+// it as every run does.
+func (d *Dispatcher) ownedBeforeHold(ctx context.Context, e *registry.Entry, p Principal, args json.RawMessage) (*Refusal, error) {
+	oc, ok := d.providers[e.Plugin].(OwnerChecker)
+	if !e.OwnerGuarded || p.Scope == ScopeAdmin || !ok {
+		return nil, nil
+	}
+	err := oc.CheckOwner(ctx, Request{Principal: p, Capability: e.Name, Args: args, CheckOwner: true})
+	var r *Refusal
+	switch {
+	case err == nil, errors.Is(err, ErrCannotCheckOnly):
+		return nil, nil
+	case errors.As(err, &r):
+		if r.Step != StepOwnership {
+			return nil, fmt.Errorf("plugin %q refused %s at step %q it was not asked to decide", e.Plugin, e.Name, r.Step)
+		}
+		r.Capability = e.Name
+		return r, nil
+	}
+	return nil, err
+}
+
+// errOr is r as an error when set, else err.
+func errOr(r *Refusal, err error) error {
+	if r != nil {
+		return r
+	}
+	return err
+}
+
 // covers reports whether g approves exactly this call.
 func (g Grant) covers(p Principal, capability string, args json.RawMessage) bool {
 	return g.ApprovalID != "" && g.Token == p.Token && g.UserID == p.UserID && g.Capability == capability &&
@@ -117,6 +164,9 @@ func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.
 	if d.approver == nil {
 		return nil, &Refusal{Step: StepRisk, Capability: e.Name, Reason: fmt.Sprintf(
 			"this capability is %s: a call runs only once a human approves it, and this server takes no approvals", risk)}
+	}
+	if r, err := d.ownedBeforeHold(ctx, e, p, args); r != nil || err != nil {
+		return nil, errOr(r, err)
 	}
 	if p.UserID == "" {
 		// A held call is the user's to follow (approvals.get lists a

@@ -163,3 +163,54 @@ func TestHoldFailureRunsNothing(t *testing.T) {
 		})
 	}
 }
+
+// checkingDesk is a desk that can decide ownership alone, as the SDK's
+// plugins can.
+type checkingDesk struct{ *desk }
+
+func (d checkingDesk) CheckOwner(_ context.Context, r dispatch.Request) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, err := d.target(r.Args)
+	if err != nil {
+		return err
+	}
+	return r.Owned(b.Owner)
+}
+
+// TestOwnershipDecidedBeforeHolding: with a provider that can decide the
+// ownership step alone, a call it refuses, or whose target is missing, is
+// answered at once and never held; an admin is not asked; a provider that
+// cannot tell leaves the step to the run.
+func TestOwnershipDecidedBeforeHolding(t *testing.T) {
+	policy := deskPolicy()
+	policy.Risk.Capabilities = map[string]registry.Risk{capCancel: registry.RiskDangerous}
+	dk := newDesk()
+	d, err := dispatch.New(deskRegistry(t), policy, map[string]dispatch.Provider{"desk": checkingDesk{dk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &approver{res: pendingResult}
+	d.UseApprover(a)
+	bob := dispatch.Principal{Role: "customer", Scope: dispatch.ScopeAction, UserID: "bob"}
+	for _, c := range []struct {
+		p    dispatch.Principal
+		id   string
+		want string
+	}{{bob, "b-1", "ownership"}, {aliceAction, "b-404", "not-found"}} {
+		if _, err := d.Invoke(context.Background(), c.p, capCancel, json.RawMessage(`{"id":"`+c.id+`"}`)); outcomeOf(err) != c.want {
+			t.Errorf("%s on %s: %v; want %s", c.p.UserID, c.id, err, c.want)
+		}
+	}
+	if held := a.taken(); len(held) != 0 {
+		t.Fatalf("held %d calls the ownership step refuses", len(held))
+	}
+	for _, p := range []dispatch.Principal{aliceAction, operator} {
+		if res, err := d.Invoke(context.Background(), p, capCancel, json.RawMessage(`{"id":"b-1"}`)); err != nil || string(res) != string(pendingResult) {
+			t.Errorf("%s's call: %s %v; want it held", p.Role, res, err)
+		}
+	}
+	if _, invoked := dk.calls(); invoked != 0 {
+		t.Fatalf("the ownership check ran the call %d times", invoked)
+	}
+}

@@ -56,7 +56,9 @@
 // A call whose capability is at registry.RiskReviewRequired or
 // registry.RiskDangerous needs a human's yes before it runs. It is held at
 // step risk once its arguments are valid, before the idempotency step and
-// the call: with an Approver (UseApprover) it is stored for a decision
+// the call, and after the ownership step asked of its provider alone when
+// the provider is an OwnerChecker: with an Approver (UseApprover) it is
+// stored for a decision
 // and the caller gets the approver's pending result, not an error;
 // without one, or for a token bound to no user, it is refused at step
 // risk. The host runs an approved call through Invoke again, with the

@@ -21,6 +21,19 @@ import (
 // status the plugin answered with, the context's error, or ErrNotSent
 // wrapped when nothing reached the plugin.
 func (c *CallStream) Invoke(ctx context.Context, callID string, r dispatch.Request) (json.RawMessage, error) {
+	return c.invoke(ctx, callID, r, false)
+}
+
+// CheckOwner sends the ownership step of r alone (OwnerCheck.only): the
+// plugin decides it and runs nothing. Send it only to a plugin that says
+// it honours it (DescribeResponse.checks_owner_only).
+func (c *CallStream) CheckOwner(ctx context.Context, callID string, r dispatch.Request) error {
+	r.CheckOwner = true
+	_, err := c.invoke(ctx, callID, r, true)
+	return err
+}
+
+func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Request, ownerOnly bool) (json.RawMessage, error) {
 	req := &capgatev1.InvokeRequest{
 		Capability: r.Capability,
 		Arguments:  r.Args,
@@ -28,7 +41,7 @@ func (c *CallStream) Invoke(ctx context.Context, callID string, r dispatch.Reque
 		CallId:     callID,
 	}
 	if r.CheckOwner {
-		req.OwnerCheck = &capgatev1.OwnerCheck{UserId: r.Principal.UserID}
+		req.OwnerCheck = &capgatev1.OwnerCheck{UserId: r.Principal.UserID, Only: ownerOnly}
 	}
 	resp, err := c.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: req}})
 	if err != nil {

@@ -45,7 +45,7 @@ risk: {capabilities: {booking.cancel: dangerous}}
 	}
 	addr, _ := serveSearch(t, cfg, nil)
 
-	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", cancel)
+	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", aliceBooking(t, addr, "govern-token-1"))
 	if msg != "" || out["status"] != "pending_approval" {
 		t.Fatalf("booking.cancel at dangerous: %v %q; want a pending result", out, msg)
 	}
@@ -76,7 +76,7 @@ risk: {capabilities: {booking.cancel: dangerous}}
 	defer store.Close()
 	held, err := store.Get(ctx, id)
 	if err != nil || held.Status != approvals.Pending || held.TokenLabel != "tokens-0" || held.UserID != "alice" ||
-		held.Capability != "booking.cancel" || string(held.Args) != `{"id":"bk_aaaaaaaaaaaa"}` {
+		held.Capability != "booking.cancel" || !strings.HasPrefix(string(held.Args), `{"id":"bk_`) {
 		t.Fatalf("held %+v, %v", held, err)
 	}
 	if _, err := store.Decide(ctx, id, approvals.Decision{Approve: true, By: "ops", ByUser: "alice"}); err == nil {
@@ -99,16 +99,15 @@ risk: {capabilities: {booking.cancel: dangerous}}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The booking does not exist: the plugin ran the call and said so.
-	if done.Outcome.Kind != approvals.OutcomeToolError || !strings.Contains(done.Outcome.Message, "bk_aaaaaaaaaaaa") {
-		t.Fatalf("outcome %+v; want the plugin's not-found", done.Outcome)
+	if done.Outcome.Kind != approvals.OutcomeResult || !strings.Contains(string(done.Outcome.Result), `"cancelled"`) {
+		t.Fatalf("outcome %+v; want the cancelled booking", done.Outcome)
 	}
 	if _, taken, _ := store.Start(ctx, id); taken {
 		t.Fatal("a finished approved call was taken to run again")
 	}
 	got, msg := mcpTool(t, addr, "govern-token-1", "approvals.get", map[string]any{"approval_id": id})
 	outcome, _ := got["outcome"].(map[string]any)
-	if msg != "" || got["status"] != "done" || got["decided_by"] != "ops" || outcome["kind"] != "tool_error" {
+	if msg != "" || got["status"] != "done" || got["decided_by"] != "ops" || outcome["kind"] != "result" {
 		t.Fatalf("approvals.get once run: %v %q", got, msg)
 	}
 }
@@ -164,7 +163,7 @@ func waitDone(t *testing.T, store *approvals.Store, id string) approvals.Approva
 func TestApprovalOutlivesItsHost(t *testing.T) {
 	dir := t.TempDir()
 	addr, stop := serveSearch(t, approvalsConfig(t, dir, ""), nil)
-	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", cancel)
+	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", aliceBooking(t, addr, "govern-token-1"))
 	if msg != "" || out["status"] != "pending_approval" {
 		t.Fatalf("held call: %v %q", out, msg)
 	}
@@ -181,7 +180,7 @@ func TestApprovalOutlivesItsHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveSearch(t, approvalsConfig(t, dir, ""), nil)
-	if done := waitDone(t, store, id); done.Outcome.Kind != approvals.OutcomeToolError {
+	if done := waitDone(t, store, id); done.Outcome.Kind != approvals.OutcomeResult {
 		t.Fatalf("outcome %+v; want the plugin's answer", done.Outcome)
 	}
 }
@@ -193,7 +192,7 @@ func TestApprovalRunsOnceAcrossReplicas(t *testing.T) {
 	dsn := pgtest.SchemaDSN(t)
 	first, _ := serveSearch(t, approvalsConfig(t, t.TempDir(), dsn), nil)
 	serveSearch(t, approvalsConfig(t, t.TempDir(), dsn), nil)
-	out, msg := mcpTool(t, first, "govern-token-1", "booking.cancel", cancel)
+	out, msg := mcpTool(t, first, "govern-token-1", "booking.cancel", aliceBooking(t, first, "govern-token-1"))
 	if msg != "" || out["status"] != "pending_approval" {
 		t.Fatalf("held call: %v %q", out, msg)
 	}
@@ -292,7 +291,7 @@ risk: {capabilities: {booking.cancel: dangerous}}
 		t.Fatal(err)
 	}
 	addr, _ := serveSearch(t, cfg, nil)
-	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", cancel)
+	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", aliceBooking(t, addr, "govern-token-1"))
 	if msg != "" || out["status"] != "pending_approval" {
 		t.Fatalf("held call: %v %q", out, msg)
 	}
@@ -337,7 +336,7 @@ risk: {capabilities: {booking.cancel: dangerous}}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if outcome, _ := got["outcome"].(map[string]any); outcome["kind"] != "tool_error" {
+	if outcome, _ := got["outcome"].(map[string]any); outcome["kind"] != "result" {
 		t.Fatalf("outcome %v", got)
 	}
 	// The trail links the held call, both decisions and the run.
@@ -423,7 +422,7 @@ risk: {capabilities: {booking.cancel: dangerous}}
 
 	var ids []string
 	for _, token := range []string{"govern-token-1", "govern-token-2"} {
-		out, msg := mcpTool(t, addr, token, "booking.cancel", cancel)
+		out, msg := mcpTool(t, addr, token, "booking.cancel", aliceBooking(t, addr, token))
 		if msg != "" || out["status"] != "pending_approval" {
 			t.Fatalf("held call: %v %q", out, msg)
 		}
@@ -449,5 +448,66 @@ risk: {capabilities: {booking.cancel: dangerous}}
 		if got.Outcome.Kind != approvals.OutcomeRefused || !strings.Contains(got.Outcome.Message, want) {
 			t.Errorf("request %d: outcome %+v; want refused: %s", i, got.Outcome, want)
 		}
+	}
+}
+
+// aliceBooking is the arguments naming one of alice's seeded bookings.
+func aliceBooking(t *testing.T, addr, token string) map[string]any {
+	t.Helper()
+	out, msg := mcpTool(t, addr, token, "booking.list", map[string]any{})
+	if msg != "" {
+		t.Fatalf("booking.list: %s", msg)
+	}
+	list, _ := out["bookings"].([]any)
+	if len(list) == 0 {
+		t.Fatalf("booking.list: %v; want alice's seeded bookings", out)
+	}
+	return map[string]any{"id": list[0].(map[string]any)["id"]}
+}
+
+// TestNoApprovalForACallTheGateRefuses: the ownership step is asked of
+// the plugin alone before a call is held, so another user's booking, or
+// one that does not exist, is answered at once, and no one is asked to
+// approve it.
+func TestNoApprovalForACallTheGateRefuses(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+enabled: true
+listen: 127.0.0.1:0
+data_dir: %s
+tokens:
+  - {token: govern-token-1, role: r, scope: action, user_id: alice}
+  - {token: govern-token-2, role: r, scope: action, user_id: bob}
+roles: {r: [booking.read, booking.write]}
+packs: {booking: true}
+plugins: [{name: booking, path: %s, config: {seed: demo}}]
+risk: {capabilities: {booking.cancel: dangerous}}
+`, dir, bookingBin)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := serveSearch(t, cfg, nil)
+	alices := aliceBooking(t, addr, "govern-token-1")
+	if s := step(t, addr, "booking.cancel", alices); s != "" {
+		t.Fatalf("alice's own booking: refused at %s; want it held", s)
+	}
+	// Checking the owner ran nothing: the booking is still active.
+	if got, msg := mcpTool(t, addr, "govern-token-1", "booking.get", alices); msg != "" || got["status"] != "active" {
+		t.Fatalf("alice's booking after her held cancellation: %v %q; want it active", got, msg)
+	}
+	_, e := rpc(t, addr, "govern-token-2", "tools/call", map[string]any{"name": "booking.cancel", "arguments": alices})
+	if data, _ := e["data"].(map[string]any); data["step"] != "ownership" {
+		t.Fatalf("bob cancelling alice's booking: %v; want the ownership refusal, not a held call", e)
+	}
+	if _, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", cancel); !strings.Contains(msg, "bk_aaaaaaaaaaaa") {
+		t.Fatalf("a booking that does not exist: %q; want not found, not a held call", msg)
+	}
+	store, err := approvals.OpenSQLite(context.Background(), filepath.Join(dir, approvals.FileName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if all, err := store.List(context.Background(), approvals.Filter{}); err != nil || len(all) != 1 {
+		t.Fatalf("%d requests stored (%v); want only alice's own", len(all), err)
 	}
 }

@@ -65,6 +65,32 @@ func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessag
 	return res, nil
 }
 
+// CheckOwner implements dispatch.OwnerChecker: the ownership step alone,
+// for a plugin that says it honours it; one built before would run the
+// call, so it is not asked.
+func (p *Plugin) CheckOwner(ctx context.Context, r dispatch.Request) error {
+	if !p.describe.GetChecksOwnerOnly() {
+		return dispatch.ErrCannotCheckOnly
+	}
+	inst, err := p.acquire()
+	if err != nil {
+		return err
+	}
+	defer p.active.Add(-1)
+	err = inst.calls.CheckOwner(ctx, strconv.FormatUint(callSeq.Add(1), 36), r)
+	var (
+		te      *dispatch.ToolError
+		refusal *dispatch.Refusal
+	)
+	switch {
+	case err == nil, errors.As(err, &te), errors.As(err, &refusal):
+		return err
+	}
+	return p.rpcError(ctx, inst, "check owner", r.Capability, err)
+}
+
+var _ dispatch.OwnerChecker = (*Plugin)(nil)
+
 // acquire takes one of the plugin's in-flight slots for a call and returns
 // the process to send it to; the caller gives the slot back with
 // p.active.Add(-1). A plugin no process serves, or one at its bound, fails

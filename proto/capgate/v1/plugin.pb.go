@@ -395,9 +395,13 @@ type DescribeResponse struct {
 	// plugin that leaves it false (built before check_only existed) could
 	// only check its config by configuring itself, opening its stores, so
 	// `capgate validate` leaves its config block to `capgate serve`.
-	ChecksConfig  bool `protobuf:"varint,5,opt,name=checks_config,json=checksConfig,proto3" json:"checks_config,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ChecksConfig bool `protobuf:"varint,5,opt,name=checks_config,json=checksConfig,proto3" json:"checks_config,omitempty"`
+	// checks_owner_only says the plugin honours OwnerCheck.only. The host
+	// sends it only to plugins that say so: one built before it existed
+	// would run the call.
+	ChecksOwnerOnly bool `protobuf:"varint,6,opt,name=checks_owner_only,json=checksOwnerOnly,proto3" json:"checks_owner_only,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -461,6 +465,13 @@ func (x *DescribeResponse) GetEntities() []*EntityType {
 func (x *DescribeResponse) GetChecksConfig() bool {
 	if x != nil {
 		return x.ChecksConfig
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetChecksOwnerOnly() bool {
+	if x != nil {
+		return x.ChecksOwnerOnly
 	}
 	return false
 }
@@ -819,7 +830,13 @@ type OwnerCheck struct {
 	// user_id is the caller's user. Empty for a caller bound to no user, who
 	// owns nothing: every target is refused (a missing one is still
 	// CODE_NOT_FOUND).
-	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// only asks for the ownership step alone: the plugin decides it as
+	// above and then runs nothing, answering an empty result when the
+	// target is the user's. The host asks so before it holds a call for a
+	// human, so that no one is asked to approve a call the step refuses.
+	// Sent only to plugins whose DescribeResponse says checks_owner_only.
+	Only          bool `protobuf:"varint,2,opt,name=only,proto3" json:"only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -859,6 +876,13 @@ func (x *OwnerCheck) GetUserId() string {
 		return x.UserId
 	}
 	return ""
+}
+
+func (x *OwnerCheck) GetOnly() bool {
+	if x != nil {
+		return x.Only
+	}
+	return false
 }
 
 type InvokeResponse struct {
@@ -2378,13 +2402,14 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"check_only\x18\b \x01(\bR\tcheckOnlyJ\x04\b\x06\x10\aR\x13llm_connection_slug\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
-	"\x0fDescribeRequest\"\xd5\x01\n" +
+	"\x0fDescribeRequest\"\x81\x02\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12:\n" +
 	"\fcapabilities\x18\x03 \x03(\v2\x16.capgate.v1.CapabilityR\fcapabilities\x122\n" +
 	"\bentities\x18\x04 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\x12#\n" +
-	"\rchecks_config\x18\x05 \x01(\bR\fchecksConfig\"x\n" +
+	"\rchecks_config\x18\x05 \x01(\bR\fchecksConfig\x12*\n" +
+	"\x11checks_owner_only\x18\x06 \x01(\bR\x0fchecksOwnerOnly\"x\n" +
 	"\n" +
 	"EntityType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2418,10 +2443,11 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tprincipal\x18\x03 \x01(\v2\x15.capgate.v1.PrincipalR\tprincipal\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x127\n" +
 	"\vowner_check\x18\x05 \x01(\v2\x16.capgate.v1.OwnerCheckR\n" +
-	"ownerCheck\"%\n" +
+	"ownerCheck\"9\n" +
 	"\n" +
 	"OwnerCheck\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x84\x01\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04only\x18\x02 \x01(\bR\x04only\"\x84\x01\n" +
 	"\x0eInvokeResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12+\n" +
 	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\x12-\n" +
