@@ -23,6 +23,9 @@ const (
 	// approvalSweep is how often expired requests and lost runs are
 	// settled.
 	approvalSweep = 30 * time.Second
+	// approvalRunTimeout bounds one approved call's run, well inside
+	// approvals.Lease.
+	approvalRunTimeout = 2 * time.Minute
 )
 
 // approvalDesk is the gate's Approver over the approvals store, and the
@@ -174,7 +177,11 @@ func (a *approvalDesk) runApproved(ctx context.Context) {
 		if !taken {
 			continue // another replica took it
 		}
-		out := a.run(ctx, ap)
+		// A run once begun finishes even when the host is stopping (close
+		// waits for it), bounded as a request is.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), approvalRunTimeout)
+		out := a.run(rctx, ap)
+		rcancel()
 		// Recorded even when the host is stopping: the call has run.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if _, err := a.store.Finish(fctx, ap.ID, out); err != nil {
