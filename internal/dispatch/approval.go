@@ -182,6 +182,6 @@ func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.
 	if err != nil {
 		return nil, fmt.Errorf("hold %s for approval: %w", e.Name, err)
 	}
-	c.approvalID = h.ApprovalID
+	c.approvalID, c.held = h.ApprovalID, true
 	return h.Result, nil
 }

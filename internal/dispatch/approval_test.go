@@ -214,3 +214,24 @@ func TestOwnershipDecidedBeforeHolding(t *testing.T) {
 		t.Fatalf("the ownership check ran the call %d times", invoked)
 	}
 }
+
+// TestHeldAndGrantedCallsAreLinkedInTheTrail: the held call's record says
+// it was held and names its request; the approved run names it too, and
+// says it ran.
+func TestHeldAndGrantedCallsAreLinkedInTheTrail(t *testing.T) {
+	d, _, _ := riskyGate(t, registry.RiskDangerous)
+	tr := &trail{}
+	d.UseAuditor(tr, true)
+	args := json.RawMessage(`{"id":"b-1"}`)
+	if _, err := d.Invoke(context.Background(), aliceAction, capCancel, args); err != nil {
+		t.Fatal(err)
+	}
+	g := dispatch.Grant{ApprovalID: "ap_1", Token: aliceAction.Token, UserID: alice, Capability: capCancel, ArgsSHA256: sha256.Sum256(args)}
+	if _, err := d.Invoke(dispatch.WithGrant(context.Background(), g), aliceAction, capCancel, args); err != nil {
+		t.Fatal(err)
+	}
+	recs := tr.take()
+	if len(recs) != 2 || !recs[0].Held || recs[0].ApprovalID != "ap_1" || recs[1].Held || recs[1].ApprovalID != "ap_1" || recs[1].Err != nil {
+		t.Fatalf("records %+v; want the held call, then its run, both naming ap_1", recs)
+	}
+}

@@ -66,6 +66,9 @@ type Decision struct {
 	// ApprovalID names the request of a call held for a human, or of the
 	// approved call this one runs; empty otherwise.
 	ApprovalID string
+	// Held says the call was held for a human: it answered the pending
+	// result and ran nothing.
+	Held bool
 }
 
 // Auditor keeps the gate's decisions. The host's writes them to the audit
@@ -108,7 +111,7 @@ func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args
 	res, err := d.invoke(ctx, p, name, args, &c)
 	dec := Decision{
 		ID: c.id, Origin: OriginOf(ctx), Time: start, Latency: time.Since(start), Principal: p,
-		Capability: name, Args: args, ApprovalID: c.approvalID,
+		Capability: name, Args: args, ApprovalID: c.approvalID, Held: c.held,
 	}
 	if e, ok := d.reg.Lookup(name); ok {
 		dec.Plugin, dec.Sensitive = e.Plugin, e.Sensitive

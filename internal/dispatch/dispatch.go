@@ -458,6 +458,7 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 type call struct {
 	id         string // the auditor's name for it; empty without one
 	approvalID string // the held call's request, or the approved one's
+	held       bool   // held for a human: nothing ran
 }
 
 // invoke is the gate for one call.

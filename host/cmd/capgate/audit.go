@@ -413,6 +413,8 @@ func decisionCell(r audit.Record) string {
 		return "tool error " + r.ErrorCode
 	case r.Outcome == audit.OutcomeInternalError:
 		return "internal " + r.ErrorRef
+	case r.Outcome == audit.OutcomeHeld:
+		return "held " + r.ApprovalID
 	default:
 		return string(r.Outcome)
 	}

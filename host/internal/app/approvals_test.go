@@ -353,7 +353,7 @@ risk: {capabilities: {booking.cancel: dangerous}}
 		}
 		linked = linked[:0]
 		for _, r := range page.Records {
-			linked = append(linked, r.Protocol+" "+r.Capability+" "+string(r.Decision))
+			linked = append(linked, r.Protocol+" "+r.Capability+" "+string(r.Decision)+" "+string(r.Outcome))
 		}
 		if len(linked) == 4 || time.Now().After(deadline) {
 			break
@@ -361,7 +361,7 @@ risk: {capabilities: {booking.cancel: dangerous}}
 		time.Sleep(50 * time.Millisecond)
 	}
 	slices.Sort(linked)
-	want := []string{"admin capgate.approval admitted", "admin capgate.approval refused", "approval booking.cancel admitted", "mcp booking.cancel admitted"}
+	want := []string{"admin capgate.approval admitted ok", "admin capgate.approval refused ", "approval booking.cancel admitted ok", "mcp booking.cancel admitted held"}
 	if !slices.Equal(linked, want) {
 		t.Errorf("records of %s: %q; want %q", id, linked, want)
 	}

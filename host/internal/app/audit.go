@@ -68,6 +68,8 @@ func (a *auditor) Record(d dispatch.Decision) {
 	switch {
 	case d.Refusal != nil:
 		r.Decision, r.Step, r.Reason = audit.Refused, string(d.Refusal.Step), d.Refusal.Reason
+	case d.Err == nil && d.Held:
+		r.Decision, r.Outcome = audit.Admitted, audit.OutcomeHeld
 	case d.Err == nil:
 		r.Decision, r.Outcome = audit.Admitted, audit.OutcomeOK
 	default:

@@ -38,6 +38,10 @@ const (
 	OutcomeOK            Outcome = "ok"
 	OutcomeToolError     Outcome = "tool_error"
 	OutcomeInternalError Outcome = "internal_error"
+	// OutcomeHeld: the call waits for a human (ApprovalID names the
+	// request); nothing ran. Its run, once approved, is a record of its
+	// own.
+	OutcomeHeld Outcome = "held"
 )
 
 // Bounds on a record's fields, in bytes. A longer value is cut at a UTF-8
@@ -124,9 +128,9 @@ func (r *Record) validate() error {
 			return fmt.Errorf("%w: admitted record of %s names refusing step %q", ErrInvalid, clip(r.Capability), clip(r.Step))
 		}
 		switch r.Outcome {
-		case OutcomeOK, OutcomeToolError, OutcomeInternalError:
+		case OutcomeOK, OutcomeToolError, OutcomeInternalError, OutcomeHeld:
 		default:
-			return fmt.Errorf("%w: admitted record of %s has outcome %q; want ok, tool_error or internal_error", ErrInvalid, clip(r.Capability), clip(string(r.Outcome)))
+			return fmt.Errorf("%w: admitted record of %s has outcome %q; want ok, tool_error, internal_error or held", ErrInvalid, clip(r.Capability), clip(string(r.Outcome)))
 		}
 	case Refused:
 		if r.Step == "" {
