@@ -127,9 +127,11 @@ func approvalsCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	d := approvals.Decision{Approve: verb == "approve", By: "cli:" + *by, ByUser: *by, Reason: *reason, AllowSelf: !cfg.Approvals.FourEyes}
 	a, err := store.Decide(ctx, id, d)
-	if cfg.Audit.Enabled && (err == nil || !errors.Is(err, approvals.ErrNotFound)) {
+	if err == nil || !errors.Is(err, approvals.ErrNotFound) {
 		// The decision is in the trail with the call and its run, as one
-		// made through the admin API is.
+		// made through the admin API is; like the host's other operator
+		// events (reloads, the kill switch) it is kept even with
+		// audit.enabled: false.
 		if aerr := recordDecision(ctx, cfg, approvals.DecisionRecord("cli", d, id, a.Capability, err)); aerr != nil {
 			fmt.Fprintf(stderr, "capgate approvals %s: the decision stands, but the audit trail could not record it: %v\n", verb, aerr)
 		}
