@@ -27,17 +27,12 @@ func actions(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	cfg, ok := loadForStore(path, stderr)
+	if !ok {
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		fmt.Fprintf(stderr, "capgate: data_dir: create %s: %v\n", cfg.DataDir, err)
-		return 1
-	}
 	sw, err := switches.Open(ctx, cfg.Database.DSN, cfg.DataDir, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "capgate: database.dsn: %v\n", err)
@@ -66,6 +61,22 @@ func actions(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "running hosts apply the change within %s\n", switches.PollInterval)
 	}
 	return 0
+}
+
+// loadForStore loads the configuration at path for a command that opens a
+// store the host keeps in its database, making sure data_dir exists; it
+// reports a failure on stderr.
+func loadForStore(path string, stderr io.Writer) (*config.Config, bool) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, false
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		fmt.Fprintf(stderr, "capgate: data_dir: create %s: %v\n", cfg.DataDir, err)
+		return nil, false
+	}
+	return cfg, true
 }
 
 // operator names who runs the command, for the switch's record.

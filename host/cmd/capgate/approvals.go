@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,17 +64,12 @@ func approvalsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "capgate approvals: -limit must be from 1 to %d\n", approvals.MaxLimit)
 		return 2
 	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	cfg, ok := loadForStore(*path, stderr)
+	if !ok {
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		fmt.Fprintf(stderr, "capgate: data_dir: create %s: %v\n", cfg.DataDir, err)
-		return 1
-	}
 	store, err := approvals.Open(ctx, cfg.Database.DSN, cfg.DataDir, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "capgate: database.dsn: %v\n", err)

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/app"
 	"github.com/capgate/capgate/host/internal/approvals"
 	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/host/internal/config"
@@ -28,22 +27,7 @@ import (
 // asker, and records what came of it.
 func TestApprovedCallRunsOnce(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-enabled: true
-listen: 127.0.0.1:0
-data_dir: %s
-tokens:
-  - {token: govern-token-1, role: r, scope: action, user_id: alice}
-  - {token: govern-token-2, role: r, scope: action, user_id: bob}
-roles: {r: [booking.read, booking.write, catalogue.read]}
-packs: {booking: true, approvals: true}
-plugins: [{name: booking, path: %s, config: {seed: demo}}]
-risk: {capabilities: {booking.cancel: dangerous}}
-`, dir, bookingBin)), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := serveSearch(t, cfg, nil)
+	addr, _ := serveSearch(t, approvalsConfig(t, dir, ""), nil)
 
 	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", aliceBooking(t, addr, "govern-token-1"))
 	if msg != "" || out["status"] != "pending_approval" {
@@ -113,25 +97,34 @@ risk: {capabilities: {booking.cancel: dangerous}}
 }
 
 // approvalsConfig is a host holding booking.cancel for approval, with
-// alice's token; dsn, when set, is the database replicas share (the
-// booking plugin's too).
-func approvalsConfig(t *testing.T, dataDir, dsn string) *config.Config {
+// alice's and bob's tokens (govern-token-1 and -2) and the booking,
+// approvals and events packs; dsn, when set, is the database replicas
+// share (the booking plugin's too). admins, when given, adds tokens (YAML
+// list items, labelled tokens-1 on) and roles (map entries) of their own.
+func approvalsConfig(t *testing.T, dataDir, dsn string, admins ...string) *config.Config {
 	t.Helper()
 	db, plugin := "", "{seed: demo}"
 	if dsn != "" {
 		db, plugin = fmt.Sprintf("database: {dsn: %q}", dsn), fmt.Sprintf("{seed: demo, dsn: %q}", dsn)
+	}
+	tokens, roles := "", ""
+	if len(admins) == 2 {
+		tokens, roles = admins[0], ", "+admins[1]
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 enabled: true
 listen: 127.0.0.1:0
 data_dir: %s
 %s
-tokens: [{token: govern-token-1, role: r, scope: action, user_id: alice}]
-roles: {r: [booking.read, booking.write, catalogue.read]}
-packs: {booking: true, approvals: true}
+tokens:
+  - {token: govern-token-1, role: r, scope: action, user_id: alice}
+%s
+  - {token: govern-token-2, role: r, scope: action, user_id: bob}
+roles: {r: [booking.read, booking.write, catalogue.read, events.read]%s}
+packs: {booking: true, approvals: true, events: true}
 plugins: [{name: booking, path: %s, config: %s}]
 risk: {capabilities: {booking.cancel: dangerous}}
-`, dataDir, db, bookingBin, plugin)), "")
+`, dataDir, db, tokens, roles, bookingBin, plugin)), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,23 +267,9 @@ func adminCall(t *testing.T, method, url, token, body string) (int, map[string]a
 // conflicts; outsiders get the flat 404.
 func TestAdminApprovalsAPI(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-enabled: true
-listen: 127.0.0.1:0
-data_dir: %s
-tokens:
-  - {token: govern-token-1, role: r, scope: action, user_id: alice}
-  - {token: approver-token, role: ops, scope: admin, user_id: ops}
-  - {token: auditor-token, role: auditor, scope: admin, user_id: carol}
-roles: {r: [booking.read, booking.write, events.read], ops: ["*"], auditor: [booking.read]}
-packs: {booking: true, events: true}
-plugins: [{name: booking, path: %s, config: {seed: demo}}]
-risk: {capabilities: {booking.cancel: dangerous}}
-`, dir, bookingBin)), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := serveSearch(t, cfg, nil)
+	addr, _ := serveSearch(t, approvalsConfig(t, dir, "",
+		"  - {token: approver-token, role: ops, scope: admin, user_id: ops}\n  - {token: auditor-token, role: auditor, scope: admin, user_id: carol}",
+		`ops: ["*"], auditor: [booking.read]`), nil)
 	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", aliceBooking(t, addr, "govern-token-1"))
 	if msg != "" || out["status"] != "pending_approval" {
 		t.Fatalf("held call: %v %q", out, msg)
@@ -409,16 +388,7 @@ risk: {capabilities: {booking.cancel: dangerous}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(context.Background(), cfg, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listen(t)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	defer func() { stop(); <-done }()
-	addr := ln.Addr().String()
+	a, addr, _ := serveApp(t, cfg, nil)
 
 	var ids []string
 	for _, token := range []string{"govern-token-1", "govern-token-2"} {
@@ -471,22 +441,7 @@ func aliceBooking(t *testing.T, addr, token string) map[string]any {
 // approve it.
 func TestNoApprovalForACallTheGateRefuses(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-enabled: true
-listen: 127.0.0.1:0
-data_dir: %s
-tokens:
-  - {token: govern-token-1, role: r, scope: action, user_id: alice}
-  - {token: govern-token-2, role: r, scope: action, user_id: bob}
-roles: {r: [booking.read, booking.write]}
-packs: {booking: true}
-plugins: [{name: booking, path: %s, config: {seed: demo}}]
-risk: {capabilities: {booking.cancel: dangerous}}
-`, dir, bookingBin)), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := serveSearch(t, cfg, nil)
+	addr, _ := serveSearch(t, approvalsConfig(t, dir, ""), nil)
 	alices := aliceBooking(t, addr, "govern-token-1")
 	if s := step(t, addr, "booking.cancel", alices); s != "" {
 		t.Fatalf("alice's own booking: refused at %s; want it held", s)

@@ -75,6 +75,13 @@ func (s *logSink) records(msg string) []map[string]any {
 // plugins are gone.
 func serveSearch(t *testing.T, cfg *config.Config, sink *logSink) (addr string, stop func()) {
 	t.Helper()
+	_, addr, stop = serveApp(t, cfg, sink)
+	return addr, stop
+}
+
+// serveApp is serveSearch, also returning the App (to reload it).
+func serveApp(t *testing.T, cfg *config.Config, sink *logSink) (a *app.App, addr string, stop func()) {
+	t.Helper()
 	opts := quiet()
 	if sink != nil {
 		opts.Logger = slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -97,7 +104,7 @@ func serveSearch(t *testing.T, cfg *config.Config, sink *logSink) (addr string, 
 		})
 	}
 	t.Cleanup(stop)
-	return ln.Addr().String(), stop
+	return a, ln.Addr().String(), stop
 }
 
 // rpc sends one JSON-RPC request and returns its result or error object.

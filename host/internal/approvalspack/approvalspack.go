@@ -100,32 +100,21 @@ func Capabilities() ([]registry.Capability, error) {
 }
 
 func capability[In, Out any](name, plugin, desc string) (registry.Capability, error) {
-	in, err := jsonschema.For[In](nil)
+	inRaw, outRaw, err := registry.SchemasOf[In, Out](func(in *jsonschema.Schema) {
+		if id := in.Properties["approval_id"]; id != nil {
+			n := 64
+			id.MaxLength = &n
+		}
+		if st := in.Properties["status"]; st != nil {
+			st.Enum = []any{"pending", "approved", "rejected", "expired", "running", "done"}
+		}
+		if lim := in.Properties["limit"]; lim != nil {
+			lo, hi := 1.0, float64(approvals.MaxLimit)
+			lim.Minimum, lim.Maximum = &lo, &hi
+		}
+	})
 	if err != nil {
-		return registry.Capability{}, fmt.Errorf("%s input schema: %w", name, err)
-	}
-	if id := in.Properties["approval_id"]; id != nil {
-		n := 64
-		id.MaxLength = &n
-	}
-	if st := in.Properties["status"]; st != nil {
-		st.Enum = []any{"pending", "approved", "rejected", "expired", "running", "done"}
-	}
-	if lim := in.Properties["limit"]; lim != nil {
-		lo, hi := 1.0, float64(approvals.MaxLimit)
-		lim.Minimum, lim.Maximum = &lo, &hi
-	}
-	out, err := jsonschema.For[Out](nil)
-	if err != nil {
-		return registry.Capability{}, fmt.Errorf("%s output schema: %w", name, err)
-	}
-	inRaw, err := json.Marshal(in)
-	if err != nil {
-		return registry.Capability{}, err
-	}
-	outRaw, err := json.Marshal(out)
-	if err != nil {
-		return registry.Capability{}, err
+		return registry.Capability{}, fmt.Errorf("%s %w", name, err)
 	}
 	return registry.Capability{Name: name, Description: desc, Kind: registry.Read, InputSchema: inRaw, OutputSchema: outRaw,
 		Pack: Pack, Plugin: plugin}, nil

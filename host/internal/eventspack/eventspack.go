@@ -77,29 +77,18 @@ func New(bus events.Bus, maxResults int) (*Provider, error) {
 // Capability is events.poll's registry record, with schemas inferred from
 // PollIn and PollOut; limit is bounded by max_results.
 func (p *Provider) Capability() (registry.Capability, error) {
-	in, err := jsonschema.For[PollIn](nil)
+	inRaw, outRaw, err := registry.SchemasOf[PollIn, PollOut](func(in *jsonschema.Schema) {
+		if lim := in.Properties["limit"]; lim != nil {
+			lo, hi := 1.0, float64(p.maxResults)
+			lim.Minimum, lim.Maximum = &lo, &hi
+		}
+		if after := in.Properties["after"]; after != nil {
+			zero := 0.0
+			after.Minimum = &zero
+		}
+	})
 	if err != nil {
-		return registry.Capability{}, fmt.Errorf("events.poll input schema: %w", err)
-	}
-	if lim := in.Properties["limit"]; lim != nil {
-		lo, hi := 1.0, float64(p.maxResults)
-		lim.Minimum, lim.Maximum = &lo, &hi
-	}
-	if after := in.Properties["after"]; after != nil {
-		zero := 0.0
-		after.Minimum = &zero
-	}
-	out, err := jsonschema.For[PollOut](nil)
-	if err != nil {
-		return registry.Capability{}, fmt.Errorf("events.poll output schema: %w", err)
-	}
-	inRaw, err := json.Marshal(in)
-	if err != nil {
-		return registry.Capability{}, err
-	}
-	outRaw, err := json.Marshal(out)
-	if err != nil {
-		return registry.Capability{}, err
+		return registry.Capability{}, fmt.Errorf("events.poll %w", err)
 	}
 	return registry.Capability{
 		Name: Capability,
