@@ -161,6 +161,9 @@ func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.
 		c.approvalID = g.ApprovalID
 		return nil, nil
 	}
+	if handled, err := d.confirm(ctx, e, p, args, risk, c); handled {
+		return nil, err
+	}
 	if d.approver == nil {
 		return nil, &Refusal{Step: StepRisk, Capability: e.Name, Reason: fmt.Sprintf(
 			"this capability is %s: a call runs only once a human approves it, and this server takes no approvals", risk)}
@@ -175,7 +178,7 @@ func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.
 		return nil, &Refusal{Step: StepRisk, Capability: e.Name, Reason: fmt.Sprintf(
 			"this capability is %s: only a token bound to a user can ask for a call to be approved", risk)}
 	}
-	h, err := d.approver.Hold(ctx, Held{Principal: p, Capability: e.Name, Args: args, Risk: risk, CallID: c.id, Origin: OriginOf(ctx)})
+	h, err := d.approver.Hold(ctx, Held{Principal: p, Capability: e.Name, Args: args, Risk: risk, CallID: c.id, Origin: c.origin})
 	if err == nil && (len(h.Result) == 0 || h.ApprovalID == "") {
 		err = fmt.Errorf("the approver answered nothing")
 	}

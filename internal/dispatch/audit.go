@@ -64,11 +64,17 @@ type Decision struct {
 	// *InternalError.
 	Err error
 	// ApprovalID names the request of a call held for a human, or of the
-	// approved call this one runs; empty otherwise.
+	// approved call this one runs, or the question put to the caller's
+	// user about this call (Asked) or answered by it (Confirmed, or a
+	// refusal at StepRisk); empty otherwise.
 	ApprovalID string
 	// Held says the call was held for a human: it answered the pending
 	// result and ran nothing.
 	Held bool
+	// Asked says the caller's user was asked to confirm the call: it
+	// answered NeedsConfirmation and ran nothing. Confirmed says it ran
+	// on that user's yes.
+	Asked, Confirmed bool
 }
 
 // Auditor keeps the gate's decisions. The host's writes them to the audit
@@ -107,13 +113,16 @@ func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args
 	start := time.Now()
 	// The ID reaches the provider in its Request, not in ctx: another
 	// layer of ctx would lengthen every lookup below it.
-	c := call{id: d.auditor.NewID(start)}
+	c := call{id: d.auditor.NewID(start), origin: OriginOf(ctx)}
 	res, err := d.invoke(ctx, p, name, args, &c)
 	dec := Decision{
-		ID: c.id, Origin: OriginOf(ctx), Time: start, Latency: time.Since(start), Principal: p,
-		Capability: name, Args: args, ApprovalID: c.approvalID, Held: c.held,
+		ID: c.id, Origin: c.origin, Time: start, Latency: time.Since(start), Principal: p,
+		Capability: name, Args: args, ApprovalID: c.approvalID, Held: c.held, Asked: c.asked, Confirmed: c.confirmed,
 	}
-	if e, ok := d.reg.Lookup(name); ok {
+	if c.confirmID != "" {
+		dec.ApprovalID = c.confirmID
+	}
+	if e := c.entry; e != nil {
 		dec.Plugin, dec.Sensitive = e.Plugin, e.Sensitive
 	}
 	if err != nil {
@@ -132,10 +141,13 @@ func classify(dec *Decision, err error) error {
 	var (
 		r  *Refusal
 		te *ToolError
+		nc *NeedsConfirmation
 	)
 	switch {
 	case errors.As(err, &r):
 		dec.Refusal = r
+	case errors.As(err, &nc):
+		// A question, not a failure: Asked says so.
 	case errors.As(err, &te):
 		dec.Err = te
 	case errors.Is(err, ErrUnknownCapability):

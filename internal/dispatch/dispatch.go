@@ -127,6 +127,10 @@ type Request struct {
 	// auditor is in use. The nested calls a provider makes while it runs
 	// name it as their Origin.ParentID.
 	CallID string
+	// Origin is where the call came from (WithOrigin): the nested calls a
+	// provider makes carry it, with CallID as their parent. The gate reads
+	// it from the context once, for its record and the provider alike.
+	Origin Origin
 }
 
 // Owned is the ownership step for a provider that knows the owner of the
@@ -205,6 +209,8 @@ type Dispatcher struct {
 	auditRequired bool
 	// approver holds the calls that wait for a human; nil refuses them.
 	approver Approver
+	// confirmer seals the questions put to a caller's user; nil asks none.
+	confirmer Confirmer
 }
 
 // compiledPolicy is a Policy in the form the steps read.
@@ -450,15 +456,20 @@ func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args 
 	if d.auditor != nil {
 		return d.audited(ctx, p, name, args)
 	}
-	return d.invoke(ctx, p, name, args, &call{})
+	return d.invoke(ctx, p, name, args, &call{origin: OriginOf(ctx)})
 }
 
 // call is what the gate learns of one call on its way, for its audit
 // record.
 type call struct {
-	id         string // the auditor's name for it; empty without one
-	approvalID string // the held call's request, or the approved one's
-	held       bool   // held for a human: nothing ran
+	id         string          // the auditor's name for it; empty without one
+	entry      *registry.Entry // what it called; nil when no plugin provides it
+	origin     Origin          // where it came from (OriginOf)
+	approvalID string          // the held call's request, or the approved one's
+	held       bool            // held for a human: nothing ran
+	confirmID  string          // the question asked of its user, or answered
+	asked      bool            // its user was asked to confirm it: nothing ran
+	confirmed  bool            // ran on its user's yes
 }
 
 // invoke is the gate for one call.
@@ -467,6 +478,7 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownCapability, name)
 	}
+	c.entry = e
 	pol := d.policy.Load()
 	if r := check(pol, p, &e.Capability); r != nil {
 		return nil, r
@@ -490,7 +502,7 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	if res, err := d.hold(ctx, pol, e, p, args, c); res != nil || err != nil {
 		return res, err
 	}
-	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: c.id}
+	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: c.id, Origin: c.origin}
 	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {
 		return d.idempotent(ctx, e, req, key)
 	}

@@ -69,9 +69,10 @@ func fieldsOf(r *Record) [numFields]*string {
 // that its queue holds bytes rather than records for the collector to
 // scan.
 type builder struct {
-	body             []byte
-	count            int
-	minTime, maxTime time.Time
+	body  []byte
+	count int
+	// minTime and maxTime are Unix microseconds, as the body holds times.
+	minTime, maxTime int64
 	keys             keySet
 	// prev and prevArgs are the previous record's values.
 	prev     [numFields]string
@@ -79,8 +80,8 @@ type builder struct {
 }
 
 // add appends r at seq first+delta. r is normalized, or, with raw set,
-// validated with its time normalized: then add bounds the fields it
-// writes, and a field equal to the previous record's is that record's,
+// validated: then add bounds the fields it writes (the time is kept to
+// the microsecond either way), and a field equal to the previous record's is that record's,
 // bounded already (bounding is idempotent), which spares most of them.
 func (b *builder) add(delta uint64, r *Record, raw bool) {
 	if len(b.body) == 0 {
@@ -90,7 +91,8 @@ func (b *builder) add(delta uint64, r *Record, raw bool) {
 		b.body = append(b.body, blockVersion)
 	}
 	b.body = binary.AppendUvarint(b.body, delta)
-	b.body = binary.AppendVarint(b.body, r.Time.UnixMicro())
+	at := r.Time.UnixMicro()
+	b.body = binary.AppendVarint(b.body, at)
 	b.body = binary.AppendUvarint(b.body, uint64(r.Latency))
 	for i, f := range fieldsOf(r) {
 		if b.count > 0 && *f == b.prev[i] {
@@ -115,11 +117,11 @@ func (b *builder) add(delta uint64, r *Record, raw bool) {
 		b.body = append(b.body, r.Args...)
 		b.prevArgs = b.body[start:len(b.body):len(b.body)]
 	}
-	if b.count == 0 || r.Time.Before(b.minTime) {
-		b.minTime = r.Time
+	if b.count == 0 || at < b.minTime {
+		b.minTime = at
 	}
-	if b.count == 0 || r.Time.After(b.maxTime) {
-		b.maxTime = r.Time
+	if b.count == 0 || at > b.maxTime {
+		b.maxTime = at
 	}
 	b.count++
 	b.keys.add(r)
@@ -128,7 +130,8 @@ func (b *builder) add(delta uint64, r *Record, raw bool) {
 // block is the row of the built block, whose records have seqs first to
 // last.
 func (b *builder) block(first, last int64) block {
-	return block{first: first, last: last, count: b.count, minTime: b.minTime, maxTime: b.maxTime, keys: b.keys.String(), body: b.body}
+	return block{first: first, last: last, count: b.count, minTime: time.UnixMicro(b.minTime).UTC(), maxTime: time.UnixMicro(b.maxTime).UTC(),
+		keys: b.keys.String(), body: b.body}
 }
 
 // encodeBlock encodes records (normalized, Seq set and increasing), which

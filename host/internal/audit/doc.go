@@ -25,8 +25,9 @@
 //
 // # Identity and order
 //
-// ID (NewID) is time-ordered (ULID layout: milliseconds, then random
-// bits) and strictly increasing within a process. A call's ID is known
+// ID (NewID) is time-ordered (ULID layout: milliseconds, then 80 bits
+// counting up from a random start) and strictly increasing within a
+// process. A call's ID is known
 // before its record is written — the gate takes one from NewID when the
 // call starts and hands it to nested calls as their ParentID, though their
 // records are written first. Seq is the store's order: assigned on

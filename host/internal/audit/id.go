@@ -3,7 +3,7 @@ package audit
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,44 +15,55 @@ const IDLen = 26
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 // idGen keeps IDs of one process strictly increasing, also within one
-// millisecond and when the clock steps back.
-var idGen struct {
-	mu   sync.Mutex
-	ms   uint64
-	hi   uint16 // random bits 79..64
-	lo   uint64 // random bits 63..0
-	used bool
+// millisecond and when the clock steps back, without a lock: calls on
+// every core take IDs, and a lock (or a fresh random draw each
+// millisecond) would make them wait on one another.
+var idGen = newIDState()
+
+type idState struct {
+	// ms is the latest millisecond an ID was made for. It never goes back,
+	// so a clock stepping back does not make IDs smaller.
+	ms atomic.Uint64
+	// lo is the low 64 of the 80 bits after the time: it counts up from a
+	// random start, so each ID of the process has its own, and another
+	// process's IDs of the same millisecond (their own random start and
+	// hi) almost surely differ.
+	lo atomic.Uint64
+	hi uint16 // bits 79..64, random, the process's own
+}
+
+func newIDState() *idState {
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	s := &idState{hi: binary.BigEndian.Uint16(b[:2])}
+	// Half the range left as headroom: at a million IDs a second, 2^63
+	// takes about 290,000 years to use up.
+	s.lo.Store(binary.BigEndian.Uint64(b[2:]) >> 1)
+	return s
 }
 
 // NewID returns a new record ID for an event at t: 26 characters of
-// Crockford base32 over 48 bits of Unix milliseconds and 80 random bits
-// (the ULID layout). IDs sort as text by time across processes (to the
-// clocks' agreement) and strictly increase within one process: a second ID
-// in the same millisecond is the previous one plus one.
+// Crockford base32 over 48 bits of Unix milliseconds and 80 bits that
+// start random in each process and count up (the ULID layout, with its
+// monotonic form). IDs sort as text by time across processes (to the
+// clocks' agreement) and strictly increase within one process: an ID
+// taken after another returned has a later or equal millisecond and a
+// larger count.
 func NewID(t time.Time) string {
 	ms := uint64(t.UnixMilli()) & (1<<48 - 1)
-	idGen.mu.Lock()
-	defer idGen.mu.Unlock()
-	if idGen.used && ms <= idGen.ms {
-		// Same millisecond, or the clock stepped back: keep increasing.
-		ms = idGen.ms
-		idGen.lo++
-		if idGen.lo == 0 {
-			idGen.hi++
-			if idGen.hi == 0 {
-				// 2^80 IDs in one millisecond: move to the next one.
-				ms++
-			}
+	for {
+		last := idGen.ms.Load()
+		if ms <= last {
+			// Same millisecond, or the clock stepped back: the count keeps
+			// the ID increasing.
+			ms = last
+			break
 		}
-	} else {
-		var b [10]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		idGen.hi = binary.BigEndian.Uint16(b[:2])
-		// Leave headroom so increments within the millisecond rarely carry.
-		idGen.lo = binary.BigEndian.Uint64(b[2:]) >> 1
+		if idGen.ms.CompareAndSwap(last, ms) {
+			break
+		}
 	}
-	idGen.ms, idGen.used = ms, true
-	return encodeID(ms, idGen.hi, idGen.lo)
+	return encodeID(ms, idGen.hi, idGen.lo.Add(1))
 }
 
 // encodeID writes the 128 bits ms(48) hi(16) lo(64) as 26 base32 digits,

@@ -42,6 +42,10 @@ const (
 	// request); nothing ran. Its run, once approved, is a record of its
 	// own.
 	OutcomeHeld Outcome = "held"
+	// OutcomeAsked: the caller's user was asked to confirm the call in
+	// band (ApprovalID names the question); nothing ran. The call that
+	// answers it is a record of its own with the same ApprovalID.
+	OutcomeAsked Outcome = "asked"
 )
 
 // Bounds on a record's fields, in bytes. A longer value is cut at a UTF-8
@@ -128,9 +132,9 @@ func (r *Record) validate() error {
 			return fmt.Errorf("%w: admitted record of %s names refusing step %q", ErrInvalid, clip(r.Capability), clip(r.Step))
 		}
 		switch r.Outcome {
-		case OutcomeOK, OutcomeToolError, OutcomeInternalError, OutcomeHeld:
+		case OutcomeOK, OutcomeToolError, OutcomeInternalError, OutcomeHeld, OutcomeAsked:
 		default:
-			return fmt.Errorf("%w: admitted record of %s has outcome %q; want ok, tool_error, internal_error or held", ErrInvalid, clip(r.Capability), clip(string(r.Outcome)))
+			return fmt.Errorf("%w: admitted record of %s has outcome %q; want ok, tool_error, internal_error, held or asked", ErrInvalid, clip(r.Capability), clip(string(r.Outcome)))
 		}
 	case Refused:
 		if r.Step == "" {

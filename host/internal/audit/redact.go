@@ -202,7 +202,10 @@ func NamesNone(args []byte, paths []Path) bool {
 	if bytes.IndexByte(args, '\\') >= 0 {
 		return false
 	}
-	var quoted []byte
+	// Names up to 62 bytes are quoted on the stack: this runs on every
+	// call to a capability with a sensitive field.
+	var buf [64]byte
+	quoted := buf[:0]
 	for _, p := range paths {
 		absent := false
 		for _, name := range p {

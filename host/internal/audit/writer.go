@@ -211,9 +211,9 @@ func (w *Writer) Write(r Record) error {
 		r.ID = NewID(r.Time)
 	}
 	// Bounded and encoded before queueing (the block bounds the fields it
-	// writes), so the queue's memory is bounded too, and holds no pointer
-	// into what the caller passed.
-	r.Time = r.Time.UTC().Truncate(time.Microsecond)
+	// writes, and keeps the time to the microsecond), so the queue's
+	// memory is bounded too, and holds no pointer into what the caller
+	// passed.
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()

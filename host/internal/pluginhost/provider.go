@@ -38,7 +38,7 @@ func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessag
 	id := strconv.FormatUint(callSeq.Add(1), 36)
 	// While the call runs, the plugin may call back through the gate as the
 	// caller.
-	origin := dispatch.OriginOf(ctx)
+	origin := r.Origin
 	origin.ParentID = r.CallID
 	p.inflight.add(id, inflightCall{principal: r.Principal, depth: nestedDepth(ctx), origin: origin})
 	defer p.inflight.remove(id)
