@@ -415,6 +415,8 @@ func decisionCell(r audit.Record) string {
 		return "internal " + r.ErrorRef
 	case r.Outcome == audit.OutcomeHeld:
 		return "held " + r.ApprovalID
+	case r.Outcome == audit.OutcomeAsked:
+		return "asked " + r.ApprovalID
 	default:
 		return string(r.Outcome)
 	}

@@ -246,6 +246,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	tokens := auth.New(cfg.Tokens)
 	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, log: log, ttl: cfg.Approvals.TTL, fourEyes: cfg.Approvals.FourEyes, bus: bus, aud: aud, wake: make(chan struct{}, 1)}
 	gate.UseApprover(desk)
+	confirmer, err := openConfirmer(ctx, cfg, appr)
+	if err != nil {
+		return nil, err
+	}
+	gate.UseConfirmer(confirmer)
 	// Plugins calling capabilities for their caller (llm.ask searching the
 	// catalogue) go through this same gate.
 	plugins.SetGate(gate)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/config"
+	"github.com/capgate/capgate/host/internal/confirm"
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/server"
 	"github.com/capgate/capgate/internal/dispatch"
@@ -100,6 +102,28 @@ func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (dispatch.Hold
 			ap.Capability, ap.Risk, ap.ExpiresAt.Format(time.RFC3339)),
 	})
 	return dispatch.Holding{ApprovalID: ap.ID, Result: res}, err
+}
+
+// openConfirmer is the gate's in-band confirmation: questions sealed with
+// approvals.confirm_key, or with the key the approvals database keeps,
+// and answered once across every replica sharing it.
+func openConfirmer(ctx context.Context, cfg *config.Config, store *approvals.Store) (*confirm.Sealer, error) {
+	key := []byte(cfg.Approvals.ConfirmKey)
+	if len(key) == 0 {
+		var err error
+		if key, err = store.ConfirmKey(ctx); err != nil {
+			return nil, fmt.Errorf("database.dsn: approvals: %w", err)
+		}
+	}
+	ttl := cfg.Approvals.ConfirmTTL
+	if ttl == 0 {
+		ttl = confirm.DefaultTTL
+	}
+	s, err := confirm.New(key, ttl, store)
+	if err != nil {
+		return nil, fmt.Errorf("approvals.confirm_key: %w", err)
+	}
+	return s, nil
 }
 
 // publish puts an approval event on the bus, owned by the asker. A bus

@@ -70,6 +70,10 @@ func (a *auditor) Record(d dispatch.Decision) {
 		r.Decision, r.Step, r.Reason = audit.Refused, string(d.Refusal.Step), d.Refusal.Reason
 	case d.Err == nil && d.Held:
 		r.Decision, r.Outcome = audit.Admitted, audit.OutcomeHeld
+	case d.Asked:
+		r.Decision, r.Outcome, r.Reason = audit.Admitted, audit.OutcomeAsked, "asked the caller's user to confirm it"
+	case d.Err == nil && d.Confirmed:
+		r.Decision, r.Outcome, r.Reason = audit.Admitted, audit.OutcomeOK, "confirmed by the caller's user"
 	case d.Err == nil:
 		r.Decision, r.Outcome = audit.Admitted, audit.OutcomeOK
 	default:

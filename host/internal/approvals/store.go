@@ -496,6 +496,9 @@ type Swept struct {
 	// stopped mid-call, so whether the call took effect is unknown. They
 	// are done with a failed outcome saying so, never run again.
 	Lost int64
+	// Confirmations are answered in-band confirmations past their expiry,
+	// forgotten.
+	Confirmations int64
 }
 
 // Sweep settles the requests time has decided. Replicas may sweep at
@@ -515,7 +518,50 @@ func (s *Store) Sweep(ctx context.Context) (Swept, error) {
 		return out, fmt.Errorf("sweep approval requests: %w", err)
 	}
 	out.Lost, _ = res.RowsAffected()
+	// An answered confirmation past its expiry cannot be answered again
+	// anyway: its seal says it lapsed.
+	res, err = s.db.ExecContext(ctx, `DELETE FROM confirmations_answered WHERE expires_at <= $1`, s.time(now))
+	if err != nil {
+		return out, fmt.Errorf("sweep answered confirmations: %w", err)
+	}
+	out.Confirmations, _ = res.RowsAffected()
 	return out, nil
+}
+
+// Use records the in-band confirmation id as answered until expires
+// (confirm.Used): true for the first call to record it, in any process
+// sharing the database, false for every later one.
+func (s *Store) Use(ctx context.Context, id string, expires time.Time) (bool, error) {
+	if id == "" || len(id) > 64 || !utf8.ValidString(id) {
+		return false, fmt.Errorf("%w: confirmation id %q", ErrInvalid, id)
+	}
+	res, err := s.db.ExecContext(ctx, `INSERT INTO confirmations_answered (id, expires_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+		id, s.time(sqlstore.PGTime(expires)))
+	if err != nil {
+		return false, fmt.Errorf("record confirmation %s as answered: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("record confirmation %s as answered: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// ConfirmKey returns the key that seals in-band confirmations when the
+// configuration names none: made at random by the first store to ask,
+// then the same for every store sharing the database, so a state one
+// replica seals another opens.
+func (s *Store) ConfirmKey(ctx context.Context) ([]byte, error) {
+	fresh := make([]byte, 32)
+	_, _ = rand.Read(fresh) // crypto/rand.Read never fails
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO approval_keys (name, key) VALUES ('confirm', $1) ON CONFLICT (name) DO NOTHING`, fresh); err != nil {
+		return nil, fmt.Errorf("make the confirmation key: %w", err)
+	}
+	var key []byte
+	if err := s.db.QueryRowContext(ctx, `SELECT key FROM approval_keys WHERE name = 'confirm'`).Scan(&key); err != nil {
+		return nil, fmt.Errorf("read the confirmation key: %w", err)
+	}
+	return key, nil
 }
 
 // DecisionRecord is the audit record of a decision d on the request id,

@@ -284,6 +284,59 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		}
 	})
 
+	t.Run("ConfirmationAnsweredOnceAcrossReplicas", func(t *testing.T) {
+		s, open, c := setup(t)
+		other := open(t, c)
+		expires := c.now().Add(time.Minute)
+		var firsts atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 20 {
+			st := s
+			if i%2 == 1 {
+				st = other
+			}
+			wg.Go(func() {
+				first, err := st.Use(ctx, "cf_one", expires)
+				if err != nil {
+					t.Error(err)
+				}
+				if first {
+					firsts.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := firsts.Load(); n != 1 {
+			t.Fatalf("%d of 20 racing answers were first; want 1", n)
+		}
+		if first, err := other.Use(ctx, "cf_two", expires); err != nil || !first {
+			t.Fatalf("another question: %v %v; want it first", first, err)
+		}
+		for _, bad := range []string{"", strings.Repeat("x", 65), "\xff"} {
+			if _, err := s.Use(ctx, bad, expires); !errors.Is(err, approvals.ErrInvalid) {
+				t.Errorf("Use(%q): %v; want ErrInvalid", bad, err)
+			}
+		}
+		// Past their expiry, answered questions are forgotten: the seal
+		// refuses them by then.
+		c.advance(time.Minute)
+		if sw, err := s.Sweep(ctx); err != nil || sw.Confirmations != 2 {
+			t.Fatalf("sweep %+v %v; want both answers forgotten", sw, err)
+		}
+	})
+
+	t.Run("ConfirmKeySharedByReplicas", func(t *testing.T) {
+		s, open, c := setup(t)
+		k1, err := s.ConfirmKey(ctx)
+		if err != nil || len(k1) < 32 {
+			t.Fatalf("key %d bytes, %v", len(k1), err)
+		}
+		k2, err := open(t, c).ConfirmKey(ctx)
+		if err != nil || string(k1) != string(k2) {
+			t.Fatalf("another store's key differs (%v): replicas would refuse each other's states", err)
+		}
+	})
+
 	t.Run("List", func(t *testing.T) {
 		s, _, c := setup(t)
 		var ids []string

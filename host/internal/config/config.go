@@ -205,6 +205,13 @@ type Approvals struct {
 	TTL time.Duration
 	// FourEyes refuses a decision by the user who asked (the default).
 	FourEyes bool
+	// ConfirmTTL is how long a question put to a caller's user (in-band
+	// confirmation of a review_required call) waits for its answer.
+	ConfirmTTL time.Duration
+	// ConfirmKey seals those questions' state; empty uses a key the
+	// approvals database keeps, which replicas sharing it agree on. A
+	// secret: never logged.
+	ConfirmKey string
 }
 
 // Log configures the host's slog handler.

@@ -34,7 +34,7 @@ func defaults() *Config {
 		Events:           Events{Stream: "CAPGATE_EVENTS"},
 		Idempotency:      Idempotency{Retention: 24 * time.Hour},
 		Audit:            Audit{Enabled: true, Retention: 720 * time.Hour, RefuseActions: true},
-		Approvals:        Approvals{TTL: 24 * time.Hour, FourEyes: true},
+		Approvals:        Approvals{TTL: 24 * time.Hour, FourEyes: true, ConfirmTTL: 10 * time.Minute},
 		ActionsEnabled:   true,
 	}
 }
@@ -158,7 +158,7 @@ plugins:
 		Database:         Database{DSN: "postgres://capgate@db.example:5432/capgate"},
 		Idempotency:      Idempotency{Retention: 2 * time.Hour},
 		Audit:            Audit{Enabled: true, Retention: 720 * time.Hour, RefuseActions: true},
-		Approvals:        Approvals{TTL: 24 * time.Hour, FourEyes: true},
+		Approvals:        Approvals{TTL: 24 * time.Hour, FourEyes: true, ConfirmTTL: 10 * time.Minute},
 		ActionsEnabled:   true,
 		HTTP: HTTP{
 			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second, MaxInFlight: 64,
@@ -229,6 +229,8 @@ log: {level: error, format: text}
 		{"CAPGATE_AUDIT_ON_UNAVAILABLE", "allow", func(c *Config) bool { return !c.Audit.RefuseActions }},
 		{"CAPGATE_APPROVALS_TTL", "2h", func(c *Config) bool { return c.Approvals.TTL == 2*time.Hour }},
 		{"CAPGATE_APPROVALS_FOUR_EYES", "false", func(c *Config) bool { return !c.Approvals.FourEyes }},
+		{"CAPGATE_APPROVALS_CONFIRM_TTL", "90s", func(c *Config) bool { return c.Approvals.ConfirmTTL == 90*time.Second }},
+		{"CAPGATE_APPROVALS_CONFIRM_KEY", strings.Repeat("s", 40), func(c *Config) bool { return c.Approvals.ConfirmKey == strings.Repeat("s", 40) }},
 		{"CAPGATE_ACTIONS_ENABLED", "false", func(c *Config) bool { return !c.ActionsEnabled && c.Policy().ActionsOff }},
 		{"CAPGATE_PACKS_BOOKING", "true", func(c *Config) bool { return c.Packs["booking"] }},
 		{"CAPGATE_PACKS_SEARCH", "false", func(c *Config) bool { return !c.Packs["search"] }},

@@ -151,6 +151,8 @@ var Settings = []Setting{
 	{Key: "audit.on_unavailable", Default: "refuse_actions", kind: kindString, def: "refuse_actions"},
 	{Key: "approvals.ttl", Default: "24h", kind: kindDuration, def: "24h"},
 	{Key: "approvals.four_eyes", Default: "true", kind: kindBool, def: true},
+	{Key: "approvals.confirm_ttl", Default: "10m", kind: kindDuration, def: "10m"},
+	{Key: "approvals.confirm_key", Default: "", kind: kindString, def: ""},
 }
 
 // DefaultHTTPMaxInFlight is http.max_in_flight's default: with the default
@@ -178,7 +180,7 @@ var (
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
 	auditKeys        = []string{"enabled", "retention", "on_unavailable"}
-	approvalsKeys    = []string{"ttl", "four_eyes"}
+	approvalsKeys    = []string{"ttl", "four_eyes", "confirm_ttl", "confirm_key"}
 	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
 	logKeys          = []string{"level", "format"}
 	searchKeys       = []string{"blocked_entities"}
@@ -602,6 +604,17 @@ func (l *loader) resolveSettings(cfg *Config) {
 	}
 	if v, _, ok := get("approvals.four_eyes"); ok {
 		cfg.Approvals.FourEyes = v.(bool)
+	}
+	if cfg.Approvals.ConfirmTTL = positive("approvals.confirm_ttl"); cfg.Approvals.ConfirmTTL > 0 &&
+		(cfg.Approvals.ConfirmTTL < 30*time.Second || cfg.Approvals.ConfirmTTL > 24*time.Hour) {
+		v, src, _ := get("approvals.confirm_ttl")
+		l.addAt("approvals.confirm_ttl", src, "must be between 30s (time for the user to read the question) and 24h, got %s", v)
+	}
+	if v, src, ok := get("approvals.confirm_key"); ok {
+		// The key is a secret: a problem names its length, never its value.
+		if cfg.Approvals.ConfirmKey = v.(string); cfg.Approvals.ConfirmKey != "" && len(cfg.Approvals.ConfirmKey) < 32 {
+			l.addAt("approvals.confirm_key", src, "must be at least 32 bytes (a random one: openssl rand -base64 32), got %d; leave it empty to use a key kept in the approvals database", len(cfg.Approvals.ConfirmKey))
+		}
 	}
 	if v, _, ok := get("audit.enabled"); ok {
 		cfg.Audit.Enabled = v.(bool)

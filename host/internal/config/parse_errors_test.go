@@ -352,11 +352,13 @@ func TestParseProblems(t *testing.T) {
 				`risk.packs.Booking: must be keyed by a pack name such as "booking", got "Booking" (line 3)`,
 				`risk.tools: unknown key; known keys are capabilities, packs (line 4)`,
 			}},
-		{"approvals", "approvals: {ttl: 10s, four_eyes: maybe, grace: 1}\n",
+		{"approvals", "approvals: {ttl: 10s, four_eyes: maybe, grace: 1, confirm_ttl: 5s, confirm_key: short-secret}\n",
 			nil, []string{
-				`approvals.grace: unknown key; known keys are ttl, four_eyes (line 1)`,
+				`approvals.grace: unknown key; known keys are ttl, four_eyes, confirm_ttl, confirm_key (line 1)`,
 				`approvals.ttl: must be at least a minute, so a human has time to decide, got 10s (line 1)`,
 				`approvals.four_eyes: must be true or false, got "maybe" (line 1)`,
+				`approvals.confirm_ttl: must be between 30s (time for the user to read the question) and 24h, got 5s (line 1)`,
+				`approvals.confirm_key: must be at least 32 bytes (a random one: openssl rand -base64 32), got 12; leave it empty to use a key kept in the approvals database (line 1)`,
 			}},
 		{"limits counter", "limits:\n  redis_url: http://cache:6379\n  on_redis_error: maybe\n",
 			nil, []string{

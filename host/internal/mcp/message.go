@@ -179,6 +179,9 @@ type params struct {
 	arguments                          []byte
 	meta                               []byte
 	requestID                          []byte // notifications/cancelled
+	// requestState and inputResponses answer an input_required result
+	// (2026-07-28).
+	requestState, inputResponses []byte
 }
 
 // parseParams reads the params object; false when params is not an object.
@@ -204,6 +207,10 @@ func parseParams(raw []byte, p *params) bool {
 			p.meta = mb.val
 		case mb.is("requestId"):
 			p.requestID = mb.val
+		case mb.is("requestState"):
+			p.requestState = mb.val
+		case mb.is("inputResponses"):
+			p.inputResponses = mb.val
 		}
 	}
 	return !it.bad

@@ -347,8 +347,8 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: tools/call needs params.name, the tool to call")
 	}
 	name := c.h.toolName(ps.name)
+	var rm requestMeta
 	if len(ps.meta) > 0 && string(ps.meta) != "null" {
-		var rm requestMeta
 		if !parseMeta(ps.meta, &rm) {
 			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: _meta must be an object")
 		}
@@ -358,6 +358,17 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 				return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: _meta "+dispatch.MetaIdempotencyKey+" must be a string")
 			}
 			c.ctx = dispatch.WithIdempotencyKey(c.ctx, key)
+		}
+	}
+	if c.ver.modern() {
+		// Only this revision can put the gate's question to the client's
+		// user; older ones are held for an approver instead.
+		cf, msg := confirmationOf(ps, &rm)
+		if msg != "" {
+			return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
+		}
+		if cf.CanAsk || cf.State != "" {
+			c.ctx = dispatch.WithConfirmation(c.ctx, cf)
 		}
 	}
 	res, err := c.invoke(name, ps.arguments)
@@ -422,6 +433,10 @@ func (c *call) callFailed(id []byte, name string, err error, out []byte) (int, [
 	var refusal *dispatch.Refusal
 	if errors.As(err, &refusal) {
 		return http.StatusOK, c.refused(id, refusal, out)
+	}
+	var nc *dispatch.NeedsConfirmation
+	if errors.As(err, &nc) {
+		return c.askToConfirm(id, nc, out)
 	}
 	var toolErr *dispatch.ToolError
 	if errors.As(err, &toolErr) {

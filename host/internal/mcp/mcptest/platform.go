@@ -169,6 +169,14 @@ type idArgs struct {
 
 var errBroken = errors.New("backend connection reset: dial tcp 10.1.2.3:5432 secret-dsn")
 
+// Cancelled reports whether the booking id has been cancelled.
+func (p *Platform) Cancelled(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.bookings[id]
+	return ok && b.Cancelled
+}
+
 // Invoke implements dispatch.Provider.
 func (p *Platform) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage, error) {
 	capability, args := r.Capability, r.Args

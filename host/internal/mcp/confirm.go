@@ -1,0 +1,129 @@
+package mcp
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/capgate/capgate/internal/dispatch"
+)
+
+// In-band confirmation on the wire (2026-07-28): the gate's question
+// (dispatch.NeedsConfirmation) is an input_required result holding one
+// form elicitation under confirmInput and the gate's sealed state as
+// requestState; the client asks its user, then sends the tools/call again
+// with the user's answer in inputResponses and the state echoed. The
+// adapter only carries these; the gate decides what they are worth.
+
+// confirmInput is the key of the gate's question in inputRequests, and of
+// its answer in inputResponses.
+const confirmInput = "capgate_confirm"
+
+// maxRequestStateBytes bounds the requestState a call may carry; the
+// gate's own are far shorter.
+const maxRequestStateBytes = 4096
+
+// confirmationOf reads what a 2026-07-28 tools/call brings about asking
+// its user: whether the client declared form elicitation, and the state
+// and answer of an earlier question. A non-empty msg is the invalid-params
+// error to answer instead.
+func confirmationOf(ps *params, rm *requestMeta) (cf dispatch.Confirmation, msg string) {
+	cf.CanAsk = canElicitForm(rm.capabilities)
+	if ps.requestState != nil {
+		s, ok := decodeString(ps.requestState)
+		if !ok || !isString(ps.requestState) {
+			return cf, "invalid params: requestState must be a string"
+		}
+		if len(s) > maxRequestStateBytes {
+			return cf, "invalid params: requestState is longer than any this server sends"
+		}
+		cf.State = s
+	}
+	if ps.inputResponses == nil || string(ps.inputResponses) == "null" {
+		return cf, ""
+	}
+	if ps.inputResponses[0] != '{' {
+		return cf, "invalid params: inputResponses must be an object"
+	}
+	it := iterObject(ps.inputResponses, 2)
+	var mb member
+	for it.next(&mb) {
+		if !mb.is(confirmInput) {
+			continue // another server's key: not ours to read
+		}
+		a, ok := elicitAction(mb.val)
+		if !ok {
+			return cf, "invalid params: inputResponses." + confirmInput + " must be an elicitation result with action accept, decline or cancel"
+		}
+		cf.Answer = a
+	}
+	if it.bad {
+		return cf, "invalid params: inputResponses must be an object"
+	}
+	return cf, ""
+}
+
+// canElicitForm reports whether client capabilities declare form
+// elicitation: "elicitation" with a "form" member, or with neither form
+// nor url, which means form.
+func canElicitForm(caps []byte) bool {
+	if len(caps) == 0 || caps[0] != '{' {
+		return false
+	}
+	it := iterObject(caps, 3)
+	var mb member
+	for it.next(&mb) {
+		if !mb.is("elicitation") || len(mb.val) == 0 || mb.val[0] != '{' {
+			continue
+		}
+		form, url := false, false
+		inner := iterObject(mb.val, 4)
+		var m member
+		for inner.next(&m) {
+			switch {
+			case m.is("form"):
+				form = true
+			case m.is("url"):
+				url = true
+			}
+		}
+		return !inner.bad && (form || !url)
+	}
+	return false
+}
+
+// elicitAction reads the action of an elicitation result.
+func elicitAction(v []byte) (dispatch.Answer, bool) {
+	if len(v) == 0 || v[0] != '{' {
+		return dispatch.NoAnswer, false
+	}
+	it := iterObject(v, 3)
+	var mb member
+	answer := dispatch.NoAnswer
+	for it.next(&mb) {
+		if !mb.is("action") {
+			continue
+		}
+		switch {
+		case stringIs(mb.val, "accept"):
+			answer = dispatch.Accepted
+		case stringIs(mb.val, "decline"), stringIs(mb.val, "cancel"):
+			answer = dispatch.Declined
+		}
+	}
+	return answer, !it.bad && answer != dispatch.NoAnswer
+}
+
+// askToConfirm answers the gate's question as an input_required result.
+func (c *call) askToConfirm(id []byte, nc *dispatch.NeedsConfirmation, out []byte) (int, []byte) {
+	c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: asked the caller's user to confirm",
+		slog.String("capability", nc.Capability), slog.String("question", nc.ID), slog.String("role", c.p.Role), slog.String("user", c.p.UserID))
+	out = appendResultHead(out, id)
+	out = append(out, `{"resultType":"input_required","inputRequests":{"`+confirmInput+`":{"method":"elicitation/create","params":{"mode":"form","message":`...)
+	out = appendString(out, nc.Message)
+	// No field to fill in: accepting the form is the yes.
+	out = append(out, `,"requestedSchema":{"type":"object","properties":{}}}}},"requestState":`...)
+	out = appendString(out, nc.State)
+	// The rest of every 2026-07-28 result, without its resultType.
+	out = append(out, c.h.modernTail[len(`,"resultType":"complete"`):]...)
+	return http.StatusOK, append(out, "}}"...)
+}
