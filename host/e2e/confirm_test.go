@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +76,48 @@ func TestInBandConfirmationGoSDK(t *testing.T) {
 	if len(*askedYes) != 1 || statusOf(listBookings(t, plain, "alice"), mine[0].ID) != "cancelled" {
 		t.Fatalf("asked %d times; booking %s is %q; want one question and the booking cancelled",
 			len(*askedYes), mine[0].ID, statusOf(listBookings(t, plain, "alice"), mine[0].ID))
+	}
+
+	// The trail: the question, the no and the yes, each linked to its
+	// question's id; the yes ran, with the reason saying who said so.
+	want := []string{
+		"admitted/asked/asked the caller's user to confirm it", "admitted/asked/asked the caller's user to confirm it",
+		"admitted/ok/confirmed by the caller's user", "refused/risk/the user declined to confirm this call, so it did not run",
+	}
+	var (
+		kinds []string
+		ids   map[string]int
+	)
+	// The host writes its trail behind the calls, within its flush window.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		out, err := exec.Command(binaries(t).host, "audit", "-c", h.config, "-capability", "booking.cancel", "-json").Output()
+		if err != nil {
+			t.Fatalf("capgate audit: %v", err)
+		}
+		kinds, ids = nil, map[string]int{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if line == "" {
+				continue
+			}
+			var r struct {
+				Decision, Step, Outcome, Reason string
+				ApprovalID                      string `json:"approval_id"`
+			}
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("audit line %q: %v", line, err)
+			}
+			if strings.HasPrefix(r.ApprovalID, "cf_") {
+				ids[r.ApprovalID]++
+				kinds = append(kinds, r.Decision+"/"+r.Step+r.Outcome+"/"+r.Reason)
+			}
+		}
+		if len(kinds) >= len(want) {
+			break
+		}
+	}
+	slices.Sort(kinds)
+	if !slices.Equal(kinds, want) || len(ids) != 2 {
+		t.Errorf("audit records of the questions: %q over %d questions; want %q over 2", kinds, len(ids), want)
 	}
 
 	// Clients that cannot ask: the call waits for an approver.

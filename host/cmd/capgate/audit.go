@@ -142,7 +142,7 @@ func parseAudit(args []string, now time.Time, stderr io.Writer) (auditCommand, b
 	strFlag("user", "the user id", &f.UserID, audit.MaxNameLen)
 	strFlag("capability", "the capability, e.g. booking.create", &f.Capability, audit.MaxNameLen)
 	strFlag("step", "the refusing step, e.g. permission", &f.Step, audit.MaxProtocolLen)
-	strFlag("approval", "the records of one held call: the call, its decisions and its run", &f.ApprovalID, audit.MaxIDLen)
+	strFlag("approval", "the records of one held call (ap_…: the call, its decisions and its run) or one in-band question (cf_…: the call asked and the call that answered)", &f.ApprovalID, audit.MaxIDLen)
 	strFlag("request", "the request id", &f.RequestID, audit.MaxRequestIDLen)
 	fs.Func("decision", "admitted or refused", func(s string) error {
 		if s != string(audit.Admitted) && s != string(audit.Refused) {

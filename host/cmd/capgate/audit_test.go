@@ -651,3 +651,23 @@ func TestAuditHelp(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestDecisionCell: each way a call ends reads as one short cell, with
+// the id to follow a held or asked call by.
+func TestDecisionCell(t *testing.T) {
+	for _, c := range []struct {
+		r    audit.Record
+		want string
+	}{
+		{audit.Record{Decision: audit.Refused, Step: "scope"}, "refused at scope"},
+		{audit.Record{Decision: audit.Admitted, Outcome: audit.OutcomeOK}, "ok"},
+		{audit.Record{Decision: audit.Admitted, Outcome: audit.OutcomeToolError, ErrorCode: "not_found"}, "tool error not_found"},
+		{audit.Record{Decision: audit.Admitted, Outcome: audit.OutcomeInternalError, ErrorRef: "01J"}, "internal 01J"},
+		{audit.Record{Decision: audit.Admitted, Outcome: audit.OutcomeHeld, ApprovalID: "ap_1"}, "held ap_1"},
+		{audit.Record{Decision: audit.Admitted, Outcome: audit.OutcomeAsked, ApprovalID: "cf_1"}, "asked cf_1"},
+	} {
+		if got := decisionCell(c.r); got != c.want {
+			t.Errorf("decisionCell(%+v) = %q; want %q", c.r, got, c.want)
+		}
+	}
+}
