@@ -77,10 +77,10 @@ func (a *approvalDesk) Decide(ctx context.Context, id string, d approvals.Decisi
 	}
 	if err == nil {
 		a.log.Info("held call decided", "approval_id", ap.ID, "status", string(ap.Status), "by", ap.DecidedBy)
-		a.publish(ctx, "approval.decided", ap)
-		if ap.Status == approvals.Approved {
-			a.kick()
-		}
+		// The loop announces the decision (as it does one made through the
+		// CLI, which has no bus) and runs an approved call: now, not at the
+		// next poll.
+		a.kick()
 	}
 	return ap, err
 }
@@ -149,6 +149,7 @@ func (a *approvalDesk) start() {
 		defer sweep.Stop()
 		a.sweep(ctx)
 		for {
+			a.announce(ctx)
 			a.runApproved(ctx)
 			select {
 			case <-ctx.Done():
@@ -177,6 +178,44 @@ func (a *approvalDesk) sweep(ctx context.Context) {
 		a.log.Warn("approvals: sweep failed", "err", err)
 	case sw.Lost > 0:
 		a.log.Warn("approvals: approved calls whose host stopped while they ran are recorded failed, not run again", "calls", sw.Lost)
+	}
+}
+
+// announceBatch bounds the decisions one pass of the loop announces.
+const announceBatch = 100
+
+// announce puts approval.decided on the bus for every decision not yet
+// announced, wherever it was made, each once across replicas. Without a
+// bus there is no one to tell, and decisions stay unannounced until a host
+// with one comes.
+func (a *approvalDesk) announce(ctx context.Context) {
+	if a.bus == nil {
+		return
+	}
+	ids, err := a.store.Unannounced(ctx, announceBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("approvals: listing decisions to announce failed", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		ap, taken, err := a.store.Announce(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("approvals: announcing a decision failed", "approval_id", id, "err", err)
+			}
+			continue
+		}
+		if !taken {
+			continue // another replica announced it
+		}
+		// The event says the decision, however far the call has got since.
+		decided := ap
+		if ap.Status != approvals.Rejected {
+			decided.Status = approvals.Approved
+		}
+		a.publish(ctx, "approval.decided", decided)
 	}
 }
 

@@ -466,3 +466,65 @@ func TestNoApprovalForACallTheGateRefuses(t *testing.T) {
 		t.Fatalf("%d requests stored (%v); want only alice's own", len(all), err)
 	}
 }
+
+// TestDecisionWithoutABusIsAnnounced: a decision made where there is no
+// bus, as capgate approvals reject makes it (on the database alone), is
+// announced by the running host within its poll, and only once.
+func TestDecisionWithoutABusIsAnnounced(t *testing.T) {
+	dir := t.TempDir()
+	addr, _ := serveSearch(t, approvalsConfig(t, dir, ""), nil)
+	out, msg := mcpTool(t, addr, "govern-token-1", "booking.cancel", aliceBooking(t, addr, "govern-token-1"))
+	if msg != "" || out["status"] != "pending_approval" {
+		t.Fatalf("held call: %v %q", out, msg)
+	}
+	id := out["approval_id"].(string)
+	store, err := approvals.OpenSQLite(context.Background(), filepath.Join(dir, approvals.FileName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Decide(context.Background(), id, approvals.Decision{By: "ops", ByUser: "ops", Reason: "not today"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "approval.decided/" + id + "/alice"
+	var seen []string
+	for deadline := time.Now().Add(10 * time.Second); !slices.Contains(seen, want); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("events.poll as alice: %v; want %s", seen, want)
+		}
+		seen = nil
+		for after := 0.0; ; {
+			page, next := pollEvents(t, addr, "govern-token-1", after)
+			if len(page) == 0 {
+				break
+			}
+			seen, after = append(seen, page...), next
+		}
+	}
+	// Another poll of the desk finds nothing more to announce.
+	time.Sleep(2 * approvalPollForTest)
+	var again []string
+	for after := 0.0; ; {
+		page, next := pollEvents(t, addr, "govern-token-1", after)
+		if len(page) == 0 {
+			break
+		}
+		again, after = append(again, page...), next
+	}
+	if n := countOf(again, want); n != 1 {
+		t.Fatalf("the decision was announced %d times: %v", n, again)
+	}
+}
+
+// approvalPollForTest is how often the desk looks for work (approvalPoll).
+const approvalPollForTest = time.Second
+
+func countOf(list []string, s string) int {
+	n := 0
+	for _, v := range list {
+		if v == s {
+			n++
+		}
+	}
+	return n
+}

@@ -447,6 +447,50 @@ func (s *Store) Decide(ctx context.Context, id string, d Decision) (Approval, er
 	return s.Get(ctx, id)
 }
 
+// Unannounced lists, oldest decision first, up to limit requests decided
+// but not yet announced (Announce).
+func (s *Store) Unannounced(ctx context.Context, limit int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM approvals WHERE announced_at IS NULL AND decided_at IS NOT NULL
+		ORDER BY decided_at, id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list unannounced decisions: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list unannounced decisions: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list unannounced decisions: %w", err)
+	}
+	return ids, nil
+}
+
+// Announce takes the decision on request id to announce it, and reports
+// whether this caller took it: of any number racing, in any replicas, one
+// does, so a decision is announced once wherever it was made. The taker
+// announces it; one that stops first leaves it unannounced, never twice.
+func (s *Store) Announce(ctx context.Context, id string) (Approval, bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET announced_at = $2
+		WHERE id = $1 AND announced_at IS NULL AND decided_at IS NOT NULL`, id, s.time(s.clock()))
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("announce decision on %s: %w", clip(id), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return Approval{}, false, fmt.Errorf("announce decision on %s: %w", clip(id), err)
+	}
+	if n != 1 {
+		return Approval{}, false, nil
+	}
+	a, err := s.Get(ctx, id)
+	return a, err == nil, err
+}
+
 // Start takes the approved request id to run it, and reports whether this
 // caller took it: of any number racing, in any replicas, one does. The
 // taker runs the call and records what came of it with Finish.

@@ -325,6 +325,53 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		}
 	})
 
+	t.Run("DecisionAnnouncedOnceAcrossReplicas", func(t *testing.T) {
+		s, open, c := setup(t)
+		other := open(t, c)
+		a, _ := s.Create(ctx, request())
+		pending, _ := s.Create(ctx, request())
+		if ids, err := s.Unannounced(ctx, 10); err != nil || len(ids) != 0 {
+			t.Fatalf("undecided requests listed to announce: %v %v", ids, err)
+		}
+		if _, _, err := s.Announce(ctx, pending.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Decide(ctx, a.ID, approvals.Decision{By: "ops", ByUser: "ops"}); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := other.Unannounced(ctx, 10)
+		if err != nil || len(ids) != 1 || ids[0] != a.ID {
+			t.Fatalf("to announce: %v %v; want only the decided %s", ids, err, a.ID)
+		}
+		var taken atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 10 {
+			st := s
+			if i%2 == 1 {
+				st = other
+			}
+			wg.Go(func() {
+				got, ok, err := st.Announce(ctx, a.ID)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					taken.Add(1)
+					if got.Status != approvals.Rejected {
+						t.Errorf("announced %+v; want the rejection", got)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := taken.Load(); n != 1 {
+			t.Fatalf("%d of 10 racing announcers took the decision; want 1", n)
+		}
+		if ids, _ := s.Unannounced(ctx, 10); len(ids) != 0 {
+			t.Fatalf("still to announce: %v", ids)
+		}
+	})
+
 	t.Run("ConfirmKeySharedByReplicas", func(t *testing.T) {
 		s, open, c := setup(t)
 		k1, err := s.ConfirmKey(ctx)
