@@ -345,14 +345,7 @@ func TestAdminApprovalsAPI(t *testing.T) {
 		t.Errorf("records of %s: %q; want %q", id, linked, want)
 	}
 	// The asker sees the request and the decision on the bus.
-	var seen []string
-	for after := 0.0; ; {
-		page, next := pollEvents(t, addr, "govern-token-1", after)
-		if len(page) == 0 {
-			break
-		}
-		seen, after = append(seen, page...), next
-	}
+	seen := allEvents(t, addr, "govern-token-1")
 	for _, want := range []string{"approval.requested/" + id + "/alice", "approval.decided/" + id + "/alice"} {
 		if !slices.Contains(seen, want) {
 			t.Errorf("events.poll as alice: %v lacks %s", seen, want)
@@ -487,44 +480,29 @@ func TestDecisionWithoutABusIsAnnounced(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "approval.decided/" + id + "/alice"
-	var seen []string
-	for deadline := time.Now().Add(10 * time.Second); !slices.Contains(seen, want); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !slices.Contains(allEvents(t, addr, "govern-token-1"), want); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("events.poll as alice: %v; want %s", seen, want)
-		}
-		seen = nil
-		for after := 0.0; ; {
-			page, next := pollEvents(t, addr, "govern-token-1", after)
-			if len(page) == 0 {
-				break
-			}
-			seen, after = append(seen, page...), next
+			t.Fatalf("events.poll as alice lacks %s", want)
 		}
 	}
-	// Another poll of the desk finds nothing more to announce.
-	time.Sleep(2 * approvalPollForTest)
-	var again []string
-	for after := 0.0; ; {
-		page, next := pollEvents(t, addr, "govern-token-1", after)
-		if len(page) == 0 {
-			break
-		}
-		again, after = append(again, page...), next
-	}
-	if n := countOf(again, want); n != 1 {
-		t.Fatalf("the decision was announced %d times: %v", n, again)
+	// Two more polls of the desk (approvalPoll, a second) find nothing
+	// more to announce.
+	time.Sleep(2 * time.Second)
+	seen := allEvents(t, addr, "govern-token-1")
+	if n := len(slices.DeleteFunc(seen, func(e string) bool { return e != want })); n != 1 {
+		t.Fatalf("the decision was announced %d times", n)
 	}
 }
 
-// approvalPollForTest is how often the desk looks for work (approvalPoll).
-const approvalPollForTest = time.Second
-
-func countOf(list []string, s string) int {
-	n := 0
-	for _, v := range list {
-		if v == s {
-			n++
+// allEvents is every event token may poll, oldest first.
+func allEvents(t *testing.T, addr, token string) []string {
+	t.Helper()
+	var seen []string
+	for after := 0.0; ; {
+		page, next := pollEvents(t, addr, token, after)
+		if len(page) == 0 {
+			return seen
 		}
+		seen, after = append(seen, page...), next
 	}
-	return n
 }

@@ -288,25 +288,14 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		s, open, c := setup(t)
 		other := open(t, c)
 		expires := c.now().Add(time.Minute)
-		var firsts atomic.Int32
-		var wg sync.WaitGroup
-		for i := range 20 {
-			st := s
-			if i%2 == 1 {
-				st = other
+		firsts := race(20, s, other, func(st *approvals.Store) bool {
+			first, err := st.Use(ctx, "cf_one", expires)
+			if err != nil {
+				t.Error(err)
 			}
-			wg.Go(func() {
-				first, err := st.Use(ctx, "cf_one", expires)
-				if err != nil {
-					t.Error(err)
-				}
-				if first {
-					firsts.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if n := firsts.Load(); n != 1 {
+			return first
+		})
+		if n := firsts; n != 1 {
 			t.Fatalf("%d of 20 racing answers were first; want 1", n)
 		}
 		if first, err := other.Use(ctx, "cf_two", expires); err != nil || !first {
@@ -343,28 +332,17 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		if err != nil || len(ids) != 1 || ids[0] != a.ID {
 			t.Fatalf("to announce: %v %v; want only the decided %s", ids, err, a.ID)
 		}
-		var taken atomic.Int32
-		var wg sync.WaitGroup
-		for i := range 10 {
-			st := s
-			if i%2 == 1 {
-				st = other
+		taken := race(10, s, other, func(st *approvals.Store) bool {
+			got, ok, err := st.Announce(ctx, a.ID)
+			if err != nil {
+				t.Error(err)
 			}
-			wg.Go(func() {
-				got, ok, err := st.Announce(ctx, a.ID)
-				if err != nil {
-					t.Error(err)
-				}
-				if ok {
-					taken.Add(1)
-					if got.Status != approvals.Rejected {
-						t.Errorf("announced %+v; want the rejection", got)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if n := taken.Load(); n != 1 {
+			if ok && got.Status != approvals.Rejected {
+				t.Errorf("announced %+v; want the rejection", got)
+			}
+			return ok
+		})
+		if n := taken; n != 1 {
 			t.Fatalf("%d of 10 racing announcers took the decision; want 1", n)
 		}
 		if ids, _ := s.Unannounced(ctx, 10); len(ids) != 0 {
@@ -411,4 +389,21 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 			}
 		}
 	})
+}
+
+// race runs do n times at once, alternately on two stores sharing one
+// database, as replicas would, and counts the runs that returned true.
+func race(n int, a, b *approvals.Store, do func(*approvals.Store) bool) int {
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		st := []*approvals.Store{a, b}[i%2]
+		wg.Go(func() {
+			if do(st) {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(won.Load())
 }
