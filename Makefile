@@ -106,6 +106,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/mcp
 	$(GO) test -run '^$$' -fuzz '^FuzzFastCheck$$' -fuzztime $(FUZZTIME) ./internal/registry
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBlock$$' -fuzztime $(FUZZTIME) ./host/internal/audit
+	$(GO) test -run '^$$' -fuzz '^FuzzAnswered$$' -fuzztime $(FUZZTIME) ./host/internal/confirm
 
 # make bench: the Go benchmarks of the hot path, then capgate-bench (bench/)
 # with its fixtures: the hello plugin (the trivial tool), the synthetic

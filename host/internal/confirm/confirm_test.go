@@ -2,6 +2,7 @@ package confirm_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -214,4 +215,32 @@ func TestNewRefusesBadSettings(t *testing.T) {
 			t.Errorf("New(%d-byte key, %s, %v) succeeded", len(tc.key), tc.ttl, tc.used)
 		}
 	}
+}
+
+// FuzzAnswered: whatever a client sends back as a state, opening it
+// never panics, and nothing but a state the sealer made is accepted.
+func FuzzAnswered(f *testing.F) {
+	st, err := approvals.OpenSQLite(context.Background(), filepath.Join(f.TempDir(), approvals.FileName), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer st.Close()
+	// A key of this process's own: fuzzing runs in worker processes, each
+	// with its own sealer, and a state one process made must not open in
+	// another as if it were its own.
+	s, err := confirm.New([]byte(rand.Text()+rand.Text()), time.Minute, st)
+	if err != nil {
+		f.Fatal(err)
+	}
+	genuine, _ := s.Ask(context.Background(), question())
+	f.Add(genuine.State)
+	f.Add("cf1..")
+	f.Add("cf1.e30.AAAA")
+	f.Add(strings.Repeat(".", 100))
+	f.Fuzz(func(t *testing.T, state string) {
+		id, err := s.Answered(context.Background(), state, question())
+		if state != genuine.State && err == nil {
+			t.Fatalf("a state the sealer did not make was accepted as %s: %q", id, state)
+		}
+	})
 }
