@@ -414,6 +414,19 @@ func (d *Dispatcher) Allowed(p Principal, c *registry.Capability) bool {
 	return check(d.policy.Load(), p, c) == nil
 }
 
+// Check runs the steps that do not depend on the arguments (kill switch,
+// pack, user binding, scope, permission, and risk for a blocked
+// capability) for p and c under the current policy, and returns the
+// refusal Invoke would meet first among them, or nil when every one
+// admits p. It is the gate's own code, so tools that explain a token's
+// reach (the admin API, capgate capabilities) cannot drift from it. Nil
+// does not promise a call runs: the audit, rate-limit and ownership steps
+// depend on the moment and the arguments, and a review_required or
+// dangerous call is then held for a human.
+func (d *Dispatcher) Check(p Principal, c *registry.Capability) *Refusal {
+	return check(d.policy.Load(), p, c)
+}
+
 // Listed is a capability as a listing shows it.
 type Listed struct {
 	*registry.Entry
