@@ -43,15 +43,16 @@ type Admin interface {
 }
 
 // adminOnly answers a request to the admin API: the caller needs a token
-// of admin scope. Any other token gets 403 with a reason; no token, or an
-// unknown one, gets the same 404 as the MCP endpoint.
+// of admin scope. Any other token gets 403 with a reason, as problem
+// details; no token, or an unknown one, gets the same 404 as the MCP
+// endpoint.
 func (s *Server) adminOnly(next func(echo.Context, dispatch.Principal) error) echo.HandlerFunc {
 	return s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		if s.opts.Admin == nil {
 			return echo.ErrNotFound
 		}
 		if p.Scope != dispatch.ScopeAdmin {
-			return c.JSON(http.StatusForbidden, map[string]string{"error": "the admin API needs a token of scope admin"})
+			return s.problem(c, http.StatusForbidden, forbiddenScope)
 		}
 		return next(c, p)
 	})
@@ -72,7 +73,7 @@ func (s *Server) putActions(c echo.Context, p dispatch.Principal) error {
 		if err != nil && strings.Contains(err.Error(), "unknown field") {
 			msg += "; " + err.Error()
 		}
-		return c.JSON(http.StatusBadRequest, map[string]string{"error": msg})
+		return s.problem(c, http.StatusBadRequest, msg)
 	}
 	by := p.Token
 	if by == "" {
@@ -82,9 +83,9 @@ func (s *Server) putActions(c echo.Context, p dispatch.Principal) error {
 	if err != nil {
 		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "admin: setting the kill switch failed", slog.String("err", err.Error()))
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return c.JSON(http.StatusServiceUnavailable, map[string]string{"error": "the switch could not be saved in time; nothing changed"})
+			return s.problem(c, http.StatusServiceUnavailable, "the switch could not be saved in time; nothing changed")
 		}
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"error": "the switch could not be saved; nothing changed"})
+		return s.problem(c, http.StatusServiceUnavailable, "the switch could not be saved; nothing changed")
 	}
 	s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "admin: kill switch set",
 		slog.Bool("actions_enabled", *body.Enabled), slog.String("by", by))

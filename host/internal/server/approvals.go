@@ -42,10 +42,10 @@ type Approvals interface {
 func (s *Server) approvalsOnly(decide bool, next func(echo.Context, dispatch.Principal) error) echo.HandlerFunc {
 	inner := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		if p.Scope != dispatch.ScopeAdmin {
-			return c.JSON(http.StatusForbidden, map[string]string{"error": "the admin API needs a token of scope admin"})
+			return s.problem(c, http.StatusForbidden, forbiddenScope)
 		}
 		if decide && !s.opts.Dispatcher.Holds(p, PermissionDecide) {
-			return c.JSON(http.StatusForbidden, map[string]string{"error": "deciding a held call needs a role holding permission " + PermissionDecide})
+			return s.problem(c, http.StatusForbidden, "deciding a held call needs a role holding permission "+PermissionDecide)
 		}
 		return next(c, p)
 	})
@@ -61,14 +61,14 @@ func (s *Server) listApprovals(c echo.Context, _ dispatch.Principal) error {
 	q := c.QueryParams()
 	for k := range q {
 		if k != "status" && k != "user" && k != "limit" {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "unknown query parameter " + strconv.Quote(k) + "; known: status, user, limit"})
+			return s.problem(c, http.StatusBadRequest, "unknown query parameter "+strconv.Quote(clipParam(k))+"; known: status, user, limit")
 		}
 	}
 	f := approvals.Filter{Status: approvals.Status(q.Get("status")), UserID: q.Get("user")}
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "limit must be a whole number"})
+			return s.problem(c, http.StatusBadRequest, "limit must be a whole number")
 		}
 		f.Limit = n
 	}
@@ -99,13 +99,13 @@ func (s *Server) decideApproval(c echo.Context, p dispatch.Principal) error {
 	}
 	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, maxAdminBody+1))
 	if err != nil || len(raw) > maxAdminBody {
-		return c.JSON(http.StatusBadRequest, map[string]string{"error": "want an empty body or a JSON object {\"reason\": \"...\"} of at most 4 KiB"})
+		return s.problem(c, http.StatusBadRequest, "want an empty body or a JSON object {\"reason\": \"...\"} of at most 4 KiB")
 	}
 	if len(raw) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil || dec.More() {
-			return c.JSON(http.StatusBadRequest, map[string]string{"error": "want an empty body or a JSON object {\"reason\": \"...\"}"})
+			return s.problem(c, http.StatusBadRequest, "want an empty body or a JSON object {\"reason\": \"...\"}")
 		}
 	}
 	approve := c.Param("verb") == "approve"
@@ -133,7 +133,7 @@ func (s *Server) approvalError(c echo.Context, err error) error {
 		status = http.StatusConflict
 	default:
 		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "admin: approvals store failed", slog.String("err", err.Error()))
-		return c.JSON(status, map[string]string{"error": "the approvals store could not be reached; nothing changed"})
+		return s.problem(c, status, "the approvals store could not be reached; nothing changed")
 	}
-	return c.JSON(status, map[string]string{"error": err.Error()})
+	return s.problem(c, status, err.Error())
 }

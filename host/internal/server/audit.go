@@ -101,7 +101,7 @@ type AuditPage struct {
 func (s *Server) auditOnly(next func(echo.Context, dispatch.Principal) error) echo.HandlerFunc {
 	inner := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		if p.Scope != dispatch.ScopeAdmin {
-			return c.JSON(http.StatusForbidden, map[string]string{"error": "the admin API needs a token of scope admin"})
+			return s.problem(c, http.StatusForbidden, forbiddenScope)
 		}
 		return next(c, p)
 	})
@@ -122,14 +122,14 @@ var auditParams = map[string]bool{
 func (s *Server) getAudit(c echo.Context, p dispatch.Principal) error {
 	f, err := auditFilter(c.QueryParams())
 	if err != nil {
-		return c.JSON(http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return s.problem(c, http.StatusBadRequest, err.Error())
 	}
 	ctx := c.Request().Context()
 	page, err := s.opts.Audit.Query(ctx, f)
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "admin: reading the audit trail failed",
 			slog.String("token", p.Token), slog.String("err", err.Error()))
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"error": "the audit trail cannot be read now; try again later"})
+		return s.problem(c, http.StatusServiceUnavailable, "the audit trail cannot be read now; try again later")
 	}
 	out := AuditPage{Records: make([]AuditRecord, len(page.Records)), Next: page.Next, More: page.More}
 	for i, r := range page.Records {

@@ -84,6 +84,12 @@ func getAuditPage(t *testing.T, srv *Server, token, q string) (int, []byte) {
 	return rec.Code, rec.Body.Bytes()
 }
 
+// getAudit is getAuditPage's whole answer, for its headers.
+func getAudit(t *testing.T, srv *Server, token, q string) *httptest.ResponseRecorder {
+	t.Helper()
+	return adminGet(t, srv, http.MethodGet, AdminAuditPath+"?"+q, token, "")
+}
+
 // decodePage decodes an answer of status 200.
 func decodePage(t *testing.T, code int, body []byte) AuditPage {
 	t.Helper()
@@ -123,12 +129,12 @@ func TestAuditAccess(t *testing.T) {
 	if got := requestIDs(adminPage(t, srv, "")); len(got) != 6 {
 		t.Fatalf("admin token read %v; want the 6 records", got)
 	}
-	code, body := getAuditPage(t, srv, aliceToken, "")
-	if code != http.StatusForbidden || !strings.Contains(string(body), "scope admin") {
-		t.Fatalf("action token: status %d %s; want 403 naming the scope", code, body)
+	rec := getAudit(t, srv, aliceToken, "")
+	if p := problemOf(t, rec, http.StatusForbidden); !strings.Contains(p.Detail, "scope admin") {
+		t.Fatalf("action token: %+v; want 403 naming the scope", p)
 	}
-	if strings.Contains(string(body), "booking") {
-		t.Fatalf("a refused token was shown records: %s", body)
+	if strings.Contains(rec.Body.String(), "booking") {
+		t.Fatalf("a refused token was shown records: %s", rec.Body)
 	}
 
 	absent := func(t *testing.T, srv *Server, token string) {
@@ -338,18 +344,12 @@ func TestAuditBadParameters(t *testing.T) {
 		{"decision=" + strings.Repeat("x", 500), "parameter decision"},
 	} {
 		t.Run(tc.query[:min(len(tc.query), 40)], func(t *testing.T) {
-			code, body := getAuditPage(t, srv, adminToken, tc.query)
-			var e struct {
-				Error string `json:"error"`
+			p := problemOf(t, getAudit(t, srv, adminToken, tc.query), http.StatusBadRequest)
+			if !strings.Contains(p.Detail, tc.want) {
+				t.Fatalf("detail %q; want it to contain %q", p.Detail, tc.want)
 			}
-			if err := json.Unmarshal(body, &e); err != nil || code != http.StatusBadRequest {
-				t.Fatalf("status %d %s (%v); want 400 with a JSON error", code, body, err)
-			}
-			if !strings.Contains(e.Error, tc.want) {
-				t.Fatalf("error %q; want it to contain %q", e.Error, tc.want)
-			}
-			if len(e.Error) > 300 {
-				t.Fatalf("error is %d bytes: caller input must be bounded in it", len(e.Error))
+			if len(p.Detail) > 300 {
+				t.Fatalf("detail is %d bytes: caller input must be bounded in it", len(p.Detail))
 			}
 		})
 	}
@@ -363,17 +363,11 @@ func TestAuditStoreDown(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	code, body := getAuditPage(t, f.srv, adminToken, "")
-	if code != http.StatusServiceUnavailable {
-		t.Fatalf("status %d %s, want 503", code, body)
+	rec := getAudit(t, f.srv, adminToken, "")
+	if p := problemOf(t, rec, http.StatusServiceUnavailable); p.Detail != "the audit trail cannot be read now; try again later" {
+		t.Fatalf("detail %q; want the generic one", p.Detail)
 	}
-	var e struct {
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(body, &e); err != nil || e.Error != "the audit trail cannot be read now; try again later" {
-		t.Fatalf("body %s; want the generic error", body)
-	}
-	if strings.Contains(string(body), "closed") || strings.Contains(string(body), "sql") {
+	if body := rec.Body.String(); strings.Contains(body, "closed") || strings.Contains(body, "sql") {
 		t.Fatalf("the cause leaked to the caller: %s", body)
 	}
 	logs := f.logs.String()

@@ -92,6 +92,10 @@ type Options struct {
 	// tokens, and their decision to roles holding PermissionDecide; nil
 	// serves none.
 	Approvals Approvals
+	// Inventory describes the host (AdminCapabilitiesPath, AdminPacksPath,
+	// AdminPluginsPath, AdminTokensPath) to admin-scope tokens; nil serves
+	// none.
+	Inventory Inventory
 	// Logger receives request logs (debug) and failures; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -176,6 +180,7 @@ func New(opts Options) *Server {
 		}
 		return s.approvalsOnly(true, s.decideApproval)(c)
 	})
+	s.routeInventory(e)
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
 	e.GET(LivePath, s.live)
