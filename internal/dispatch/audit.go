@@ -129,6 +129,9 @@ func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args
 		err = classify(&dec, err)
 	}
 	d.auditor.Record(dec)
+	if d.observer != nil {
+		d.observer.Observe(observation(&c, err))
+	}
 	return res, err
 }
 

@@ -211,6 +211,8 @@ type Dispatcher struct {
 	approver Approver
 	// confirmer seals the questions put to a caller's user; nil asks none.
 	confirmer Confirmer
+	// observer counts every decision; nil counts none.
+	observer Observer
 }
 
 // compiledPolicy is a Policy in the form the steps read.
@@ -468,6 +470,9 @@ func (d *Dispatcher) Risk(c *registry.Capability) registry.Risk {
 func (d *Dispatcher) Invoke(ctx context.Context, p Principal, name string, args json.RawMessage) (json.RawMessage, error) {
 	if d.auditor != nil {
 		return d.audited(ctx, p, name, args)
+	}
+	if d.observer != nil {
+		return d.observed(ctx, p, name, args)
 	}
 	return d.invoke(ctx, p, name, args, &call{origin: OriginOf(ctx)})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/capgate/capgate/host/internal/events"
 	"github.com/capgate/capgate/host/internal/eventspack"
 	"github.com/capgate/capgate/host/internal/mcp"
+	"github.com/capgate/capgate/host/internal/metrics"
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/host/internal/server"
 	"github.com/capgate/capgate/host/internal/switches"
@@ -61,6 +62,9 @@ type App struct {
 	// guards cfg and readSum, the SHA-256 of the file as last read.
 	reloadMu sync.Mutex
 	readSum  []byte
+	// metrics and metricsLn serve metrics.listen; nil when it is off.
+	metrics   *metrics.Metrics
+	metricsLn net.Listener
 }
 
 // Options are what the configuration file does not say.
@@ -251,6 +255,20 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		return nil, err
 	}
 	gate.UseConfirmer(confirmer)
+	met, metricsLn, err := openMetrics(cfg, opts.Version, plugins, aud, appr, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && metricsLn != nil {
+			_ = metricsLn.Close()
+		}
+	}()
+	var observe func(mcp.Operation)
+	if met != nil {
+		gate.UseObserver(met)
+		observe = met.Operation
+	}
 	// Plugins calling capabilities for their caller (llm.ask searching the
 	// catalogue) go through this same gate.
 	plugins.SetGate(gate)
@@ -278,10 +296,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Audit:           auditStore,
 		Approvals:       desk,
 		Logger:          log,
+		Observe:         observe,
 	})
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,
-		approvals: desk,
-		readSum:   fileSum(cfg.File)}, nil
+		approvals: desk, metrics: met, metricsLn: metricsLn,
+		readSum: fileSum(cfg.File)}, nil
 }
 
 // idempotencyLeaseMargin is added to the request timeout for the lease an
@@ -388,6 +407,11 @@ func (a *App) stop() {
 	// An approved call running now finishes, and its outcome is kept,
 	// before its plugin stops.
 	a.approvals.close()
+	if a.metricsLn != nil {
+		// Already closed when the host served; an App that never served
+		// still holds the port.
+		_ = a.metricsLn.Close()
+	}
 	a.plugins.Stop()
 	if err := a.bus.Close(); err != nil {
 		a.log.Warn("closing the event bus", "err", err)
@@ -479,6 +503,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go a.purge(pctx)
+	metricsDone := make(chan struct{})
+	go func() { defer close(metricsDone); a.serveMetrics(pctx) }()
+	defer func() { cancel(); <-metricsDone }()
 	a.approvals.start()
 	go a.gov.switches.Watch(pctx, switches.PollInterval, a.log, a.gov.switched)
 	if a.file != "" {

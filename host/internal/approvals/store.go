@@ -447,6 +447,32 @@ func (s *Store) Decide(ctx context.Context, id string, d Decision) (Approval, er
 	return s.Get(ctx, id)
 }
 
+// CountByStatus counts the requests by status, as Get reads them: a
+// pending request past its expiry counts as expired.
+func (s *Store) CountByStatus(ctx context.Context) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT CASE WHEN status = 'pending' AND expires_at <= $1 THEN 'expired' ELSE status END, count(*)
+		FROM approvals GROUP BY 1`, s.time(s.clock()))
+	if err != nil {
+		return nil, fmt.Errorf("count approval requests: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			status string
+			n      int
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("count approval requests: %w", err)
+		}
+		out[status] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count approval requests: %w", err)
+	}
+	return out, nil
+}
+
 // Unannounced lists, oldest decision first, up to limit requests decided
 // but not yet announced (Announce).
 func (s *Store) Unannounced(ctx context.Context, limit int) ([]string, error) {

@@ -95,6 +95,7 @@ type Config struct {
 	Idempotency    Idempotency
 	Audit          Audit
 	Approvals      Approvals
+	Metrics        Metrics
 	// ActionsEnabled is false when the operator has switched every action
 	// off (the kill switch); reads carry on.
 	ActionsEnabled bool
@@ -212,6 +213,13 @@ type Approvals struct {
 	// approvals database keeps, which replicas sharing it agree on. A
 	// secret: never logged.
 	ConfirmKey string
+}
+
+// Metrics configures the host's metrics and profiling listener.
+type Metrics struct {
+	// Listen is where /metrics and /debug/pprof/ are served
+	// (metrics.listen); empty serves neither.
+	Listen string
 }
 
 // Log configures the host's slog handler.

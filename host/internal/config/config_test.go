@@ -229,6 +229,7 @@ log: {level: error, format: text}
 		{"CAPGATE_AUDIT_ON_UNAVAILABLE", "allow", func(c *Config) bool { return !c.Audit.RefuseActions }},
 		{"CAPGATE_APPROVALS_TTL", "2h", func(c *Config) bool { return c.Approvals.TTL == 2*time.Hour }},
 		{"CAPGATE_APPROVALS_FOUR_EYES", "false", func(c *Config) bool { return !c.Approvals.FourEyes }},
+		{"CAPGATE_METRICS_LISTEN", "127.0.0.1:9464", func(c *Config) bool { return c.Metrics.Listen == "127.0.0.1:9464" }},
 		{"CAPGATE_APPROVALS_CONFIRM_TTL", "90s", func(c *Config) bool { return c.Approvals.ConfirmTTL == 90*time.Second }},
 		{"CAPGATE_APPROVALS_CONFIRM_KEY", strings.Repeat("s", 40), func(c *Config) bool { return c.Approvals.ConfirmKey == strings.Repeat("s", 40) }},
 		{"CAPGATE_ACTIONS_ENABLED", "false", func(c *Config) bool { return !c.ActionsEnabled && c.Policy().ActionsOff }},

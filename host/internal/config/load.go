@@ -153,6 +153,7 @@ var Settings = []Setting{
 	{Key: "approvals.four_eyes", Default: "true", kind: kindBool, def: true},
 	{Key: "approvals.confirm_ttl", Default: "10m", kind: kindDuration, def: "10m"},
 	{Key: "approvals.confirm_key", Default: "", kind: kindString, def: ""},
+	{Key: "metrics.listen", Default: "", kind: kindString, def: ""},
 }
 
 // DefaultHTTPMaxInFlight is http.max_in_flight's default: with the default
@@ -175,7 +176,7 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals", "metrics"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
@@ -185,6 +186,7 @@ var (
 	logKeys          = []string{"level", "format"}
 	searchKeys       = []string{"blocked_entities"}
 	eventsKeys       = []string{"nats_url", "stream"}
+	metricsKeys      = []string{"listen"}
 	tokenKeys        = []string{"token", "token_sha256", "label", "role", "scope", "user_id"}
 	limitsKeys       = []string{"default", "per_token", "roles", "capabilities", "redis_url", "on_redis_error"}
 	rateKeys         = []string{"rate", "burst"}
@@ -327,6 +329,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 		}
 	}
 	l.scalarSection("events", sections["events"], eventsKeys)
+	l.scalarSection("metrics", sections["metrics"], metricsKeys)
 	l.scalarSection("database", sections["database"], databaseKeys)
 	l.scalarSection("idempotency", sections["idempotency"], idempotencyKeys)
 	l.scalarSection("audit", sections["audit"], auditKeys)
@@ -544,6 +547,15 @@ func (l *loader) resolveSettings(cfg *Config) {
 		cfg.Listen = v.(string)
 		if msg := checkListen(cfg.Listen); msg != "" {
 			l.addAt("listen", src, "%s", msg)
+		}
+	}
+	if v, src, ok := get("metrics.listen"); ok && v.(string) != "" {
+		cfg.Metrics.Listen = v.(string)
+		switch msg := checkListen(cfg.Metrics.Listen); {
+		case msg != "":
+			l.addAt("metrics.listen", src, "%s", msg)
+		case cfg.Metrics.Listen == cfg.Listen:
+			l.addAt("metrics.listen", src, "must differ from listen (%s): metrics and profiles are served apart from the MCP endpoint", cfg.Listen)
 		}
 	}
 	if v, src, ok := get("data_dir"); ok {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk, approvals"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk, approvals, metrics"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -359,6 +359,15 @@ func TestParseProblems(t *testing.T) {
 				`approvals.four_eyes: must be true or false, got "maybe" (line 1)`,
 				`approvals.confirm_ttl: must be between 30s (time for the user to read the question) and 24h, got 5s (line 1)`,
 				`approvals.confirm_key: must be at least 32 bytes (a random one: openssl rand -base64 32), got 12; leave it empty to use a key kept in the approvals database (line 1)`,
+			}},
+		{"metrics listener", "listen: 127.0.0.1:8080\nmetrics: {listen: 127.0.0.1:8080}\n",
+			nil, []string{
+				`metrics.listen: must differ from listen (127.0.0.1:8080): metrics and profiles are served apart from the MCP endpoint (line 2)`,
+			}},
+		{"metrics listener not an address", "metrics: {listen: ninety, port: 1}\n",
+			nil, []string{
+				`metrics.port: unknown key; known keys are listen (line 1)`,
+				`metrics.listen: must be host:port such as 127.0.0.1:8080, got "ninety" (line 1)`,
 			}},
 		{"limits counter", "limits:\n  redis_url: http://cache:6379\n  on_redis_error: maybe\n",
 			nil, []string{

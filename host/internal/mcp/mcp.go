@@ -52,6 +52,9 @@ type Options struct {
 	// Logger receives internal failures and refusals; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Observe, when set, is told of every JSON-RPC request answered (the
+	// host's metrics), on the request's goroutine: it must be cheap.
+	Observe func(Operation)
 }
 
 // Handler serves MCP over Streamable HTTP, statelessly, for principals the
@@ -69,6 +72,7 @@ type Handler struct {
 	timeout      time.Duration
 	log          *slog.Logger
 	running      running // requests a notifications/cancelled may cancel
+	observe      func(Operation)
 
 	serverInfo   []byte // {"name":...,"version":...}
 	capabilities []byte // the server capabilities object
@@ -96,6 +100,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 		maxBody:      opts.MaxBodyBytes,
 		timeout:      opts.RequestTimeout,
 		log:          opts.Logger,
+		observe:      opts.Observe,
 	}
 	h.records = newRecordSet(h.reg, opts.Records)
 	if h.maxBody <= 0 {
@@ -278,4 +283,6 @@ type call struct {
 	ver  version
 	// header is the MCP-Protocol-Version header as sent.
 	header string
+	// tool is the name the request being answered called, for observe.
+	tool string
 }

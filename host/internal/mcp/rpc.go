@@ -121,10 +121,22 @@ func (c *call) batch(body, out []byte) (int, []byte) {
 	return http.StatusOK, append(out, ']')
 }
 
-// request answers one JSON-RPC request. What it adds to the context (a
+// request answers one JSON-RPC request, and tells the observer of it.
+func (c *call) request(m *message, out []byte) (int, []byte) {
+	if c.h.observe == nil {
+		return c.answer(m, out)
+	}
+	start, before := time.Now(), len(out)
+	c.tool = ""
+	status, out := c.answer(m, out)
+	c.observe(m, out[before:], start)
+	return status, out
+}
+
+// answer answers one JSON-RPC request. What it adds to the context (a
 // cancellation, an idempotency key) is this request's alone: the next
 // message of a batch starts from the HTTP request's context again.
-func (c *call) request(m *message, out []byte) (int, []byte) {
+func (c *call) answer(m *message, out []byte) (int, []byte) {
 	defer func(ctx context.Context) { c.ctx = ctx }(c.ctx)
 	// The audit trail names the protocol and the request each call came in.
 	c.ctx = dispatch.WithOrigin(c.ctx, dispatch.Origin{Protocol: "mcp", ProtocolVersion: c.ver.String(), RequestID: requestID(m.id)})
@@ -347,6 +359,7 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: tools/call needs params.name, the tool to call")
 	}
 	name := c.h.toolName(ps.name)
+	c.tool = name
 	var rm requestMeta
 	if len(ps.meta) > 0 && string(ps.meta) != "null" {
 		if !parseMeta(ps.meta, &rm) {

@@ -99,6 +99,9 @@ type Options struct {
 	// Logger receives request logs (debug) and failures; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Observe, when set, is told of every MCP request (the host's
+	// metrics; see mcp.Options.Observe).
+	Observe func(mcp.Operation)
 }
 
 // Server is capgate's HTTP server: the MCP endpoint and a health check.
@@ -150,6 +153,7 @@ func New(opts Options) *Server {
 		AllowedOrigins: opts.AllowedOrigins,
 		Records:        opts.Records,
 		Logger:         opts.Logger,
+		Observe:        opts.Observe,
 	})
 	endpoint := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		// Bounded before the body is read: the requests held at once,
