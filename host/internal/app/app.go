@@ -295,6 +295,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Admin:           gov,
 		Audit:           auditStore,
 		Approvals:       desk,
+		Inventory:       newInventory(gov, plugins, cfg),
 		Logger:          log,
 		Observe:         observe,
 	})
