@@ -48,6 +48,12 @@ type capgateConfig struct {
 	// Audit and Limits are the governance the capgate rows run with.
 	Audit  *auditConfig  `yaml:"audit,omitempty"`
 	Limits *limitsConfig `yaml:"limits,omitempty"`
+	// Metrics is set by the metrics variant only.
+	Metrics *metricsConfig `yaml:"metrics,omitempty"`
+}
+
+type metricsConfig struct {
+	Listen string `yaml:"listen"`
 }
 
 type tokenConfig struct {
@@ -115,6 +121,17 @@ func governed(c capgateConfig) capgateConfig {
 	return c
 }
 
+// withMetrics is c with Prometheus metrics on, on a port of their own
+// that nothing scrapes during the runs: what counting every call costs.
+func withMetrics(c capgateConfig) capgateConfig {
+	port, err := freePort()
+	if err != nil {
+		port = 0 // any free port: the bench never scrapes it
+	}
+	c.Metrics = &metricsConfig{Listen: fmt.Sprintf("127.0.0.1:%d", port)}
+	return c
+}
+
 // capgateProc is a running "capgate serve".
 type capgateProc struct {
 	cmd     *exec.Cmd
@@ -133,17 +150,18 @@ func (p *capgateProc) cpu() (time.Duration, error) { return treeCPU(p.cmd.Proces
 func (p *capgateProc) mcpURL() string { return p.base + capgatePath }
 
 // startCapgate writes a config under workDir and starts capgate from binDir,
-// with the hello plugin and, when withBooking is set, the booking plugin. It
-// returns once /healthz answers 200.
-func startCapgate(ctx context.Context, binDir, workDir string, withBooking, withGovernance bool, timeout time.Duration) (*capgateProc, error) {
+// with the hello plugin and, when withBooking is set, the booking plugin;
+// variant, when set, rewrites the plain configuration. It returns once
+// /healthz answers 200.
+func startCapgate(ctx context.Context, binDir, workDir string, withBooking bool, variant func(capgateConfig) capgateConfig, timeout time.Duration) (*capgateProc, error) {
 	bins := []string{capgateBin, helloPluginBin}
 	if withBooking {
 		bins = append(bins, bookingPluginBin)
 	}
 	return startCapgateWith(ctx, binDir, workDir, bins, func(abs, dataDir, listen string) capgateConfig {
 		c := benchConfig(abs, dataDir, listen, withBooking)
-		if withGovernance {
-			c = governed(c)
+		if variant != nil {
+			c = variant(c)
 		}
 		return c
 	}, timeout)

@@ -14,6 +14,7 @@ func TestBenchConfigLoads(t *testing.T) {
 	cfg := benchConfig(bin, t.TempDir(), "127.0.0.1:18080", true)
 	validate(t, cfg)
 	validate(t, governed(cfg)) // the governed row's: audit on, a rate limit
+	validate(t, withMetrics(cfg))
 	if !cfg.Enabled || cfg.Listen != "127.0.0.1:18080" {
 		t.Errorf("enabled, listen = %v, %q", cfg.Enabled, cfg.Listen)
 	}

@@ -16,7 +16,7 @@ func TestCapgateEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := startCapgate(ctx, bin, t.TempDir(), true, true, 30*time.Second)
+	p, err := startCapgate(ctx, bin, t.TempDir(), true, governed, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

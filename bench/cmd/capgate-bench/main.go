@@ -28,18 +28,20 @@ const (
 	// counts it against a rate limit, next to keyCapgate's, which does
 	// neither.
 	keyGoverned = "governed"
+	// keyMetrics is hello.greet from a capgate counting it in its metrics.
+	keyMetrics = "metrics"
 	// keySearch (search.go) selects the search rows.
 )
 
 // allKeys are the servers -only accepts.
-var allKeys = []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch, keyReplicas}
+var allKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch, keyReplicas}
 
 // defaultKeys are the servers run without -only: the replicas rows
 // (replicas.go) need PostgreSQL and NATS, so they are opt-in.
-var defaultKeys = []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
+var defaultKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
 
 // greetKeys are the rows of the main table.
-var greetKeys = []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
+var greetKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
 
 // rowKeys are the rows the selected servers produce: keySearch has two.
 func rowKeys(selected []string) []string {
@@ -119,19 +121,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		duration:    opts.duration,
 		workDir:     workDir,
 	}
-	b := &bench{opts: opts, load: l, workDir: workDir, rows: map[string]*row{}}
+	b := &bench{opts: opts, load: l, workDir: workDir, rows: map[string]*row{}, pairs: map[string][]burstPair{}, pairsErr: map[string]error{}}
 	for round := 1; round <= opts.rounds && ctx.Err() == nil; round++ {
 		if opts.rounds > 1 {
 			slog.Info("round", "n", round, "of", opts.rounds)
 		}
-		// The plain and governed capgates are judged round by round; they
-		// take turns going first, so that a drift of the machine within a
-		// round (a run that follows another runs warmer) favours neither.
+		// The plain capgate and its variants are judged round by round;
+		// the plain one goes first in odd rounds and last in even ones,
+		// so that a drift of the machine within a round (a run that
+		// follows another runs warmer) favours neither.
 		if round%2 == 1 {
 			b.measureCapgate(ctx)
 		}
-		if ctx.Err() == nil {
-			b.measureGoverned(ctx)
+		for _, v := range variants {
+			if ctx.Err() == nil {
+				b.measureVariant(ctx, v)
+			}
 		}
 		if round%2 == 0 && ctx.Err() == nil {
 			b.measureCapgate(ctx)
@@ -151,8 +156,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			b.measureSearch(ctx)
 		}
 	}
-	if ctx.Err() == nil {
-		b.measureGovernancePairs(ctx)
+	for _, v := range variants {
+		if ctx.Err() == nil {
+			b.measurePairs(ctx, v)
+		}
 	}
 
 	env := environment{
@@ -201,8 +208,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 1, "times to run the whole sequence; the report shows each server's median over its undisturbed runs")
 	fs.StringVar(&only, "only", strings.Join(defaultKeys, ","), "comma-separated servers to run: "+strings.Join(allKeys, ", ")+" ("+keyReplicas+", which needs PostgreSQL and NATS, only when named)")
 	fs.DurationVar(&o.settle, "settle", 30*time.Second, "before each server, wait up to this long for other processes to leave the CPU idle (0: don't wait)")
-	fs.IntVar(&o.pairs, "pairs", 40, "governance check: pairs of back-to-back bursts on the plain and governed capgates, both running (0: judge the governed row by round instead)")
-	fs.DurationVar(&o.pairBurst, "pair-burst", time.Second, "governance check: the length of one burst (whole seconds)")
+	fs.IntVar(&o.pairs, "pairs", 40, "the variants' checks (governed, metrics): pairs of back-to-back bursts on the plain capgate and the variant, both running (0: judge each variant's row by round instead)")
+	fs.DurationVar(&o.pairBurst, "pair-burst", time.Second, "the variants' checks: the length of one burst (whole seconds)")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 30*time.Second, "how long capgate may take to answer /healthz")
 	fs.IntVar(&o.searchDocuments, "search-documents", 100_000, "documents in the search rows' generated catalogue (1 to 1000000)")
 	fs.DurationVar(&o.searchTimeout, "search-ready-timeout", 15*time.Minute, "how long the search rows' index may take to build after capgate starts")
@@ -270,9 +277,10 @@ type bench struct {
 	workDir string
 	rows    map[string]*row
 	search  []searchRound // one per round of the search rows
-	// pairs are the governance check's bursts; pairsErr why they stopped.
-	pairs    []burstPair
-	pairsErr error
+	// pairs are each variant's interleaved bursts; pairsErr why they
+	// stopped.
+	pairs    map[string][]burstPair
+	pairsErr map[string]error
 }
 
 func (b *bench) selected(k string) bool { return slices.Contains(b.opts.only, k) }
@@ -336,7 +344,7 @@ func (b *bench) measureCapgate(ctx context.Context) {
 	if !wantHello && !wantBooking {
 		return
 	}
-	p, err := startCapgate(ctx, b.opts.bin, b.workDir, wantBooking, false, b.opts.startTimeout)
+	p, err := startCapgate(ctx, b.opts.bin, b.workDir, wantBooking, nil, b.opts.startTimeout)
 	if err != nil {
 		for _, k := range []string{keyCapgate, keyBooking} {
 			if b.pending(k) {
@@ -366,31 +374,6 @@ func (b *bench) measureCapgate(ctx context.Context) {
 		j.cpu = p.cpu
 		b.measure(ctx, keyBooking, j)
 	}
-}
-
-// measureGoverned starts capgate with the audit trail and a rate limit
-// and measures hello.greet through it, just before or after the plain
-// capgate, so the two runs of a round are side by side.
-func (b *bench) measureGoverned(ctx context.Context) {
-	if !b.pending(keyGoverned) {
-		return
-	}
-	p, err := startCapgate(ctx, b.opts.bin, b.workDir, false, true, b.opts.startTimeout)
-	if err != nil {
-		b.fail(keyGoverned, fmt.Errorf("start capgate: %w", err))
-		return
-	}
-	defer func() {
-		if err := p.stop(); err != nil {
-			slog.Warn("stop capgate", "err", err)
-		}
-	}()
-	j, err := greetJob(ctx, keyGoverned, p)
-	if err != nil {
-		b.fail(keyGoverned, err)
-		return
-	}
-	b.measure(ctx, keyGoverned, j)
 }
 
 // greetJob checks that the capgate p answers hello.greet and returns the

@@ -21,21 +21,22 @@ type environment struct {
 	warmup      string
 	duration    string
 	rounds      int
-	// pairs are the governance check's bursts (measureGovernancePairs),
-	// each pairBurst long; pairsErr says why they stopped short.
-	pairs     []burstPair
-	pairsErr  error
+	// pairs are each variant's interleaved bursts (measurePairs), each
+	// pairBurst long; pairsErr says why they stopped short.
+	pairs     map[string][]burstPair
+	pairsErr  map[string]error
 	pairBurst string
 }
 
 // describe says what each server is, with the module versions this binary
 // was built with.
 func describe(key string) (name, what string) {
+	if v, ok := variantOf(key); ok {
+		return v.name, v.what
+	}
 	switch key {
 	case keyCapgate:
 		return "capgate", "hello.greet: HTTP → adapter → gate → gRPC plugin (SDK)"
-	case keyGoverned:
-		return "capgate governed", "the same, every call audited and rate-limited"
 	case keyEcho:
 		return "echo " + modVersion("github.com/labstack/echo/v4"), "bare handler, fixed JSON body (floor)"
 	case keyGoSDK:
@@ -121,7 +122,7 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 		}
 		writeRow(tw, env, name, what, r, baseRPS)
 	}
-	for _, k := range []string{keyCapgate, keyGoverned, keyEcho, keyGoSDK, keyMCPGo} {
+	for _, k := range []string{keyCapgate, keyGoverned, keyMetrics, keyEcho, keyGoSDK, keyMCPGo} {
 		line(k)
 	}
 	if slices.Contains(selected, keyBooking) {
@@ -168,48 +169,11 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 	if slices.Contains(selected, keyBooking) {
 		fmt.Fprintln(w, bookingLine(rows, selected))
 	}
-	if slices.Contains(selected, keyGoverned) {
-		fmt.Fprintln(w, governanceLine(rows, selected, env))
+	for _, v := range variants {
+		if slices.Contains(selected, v.key) {
+			fmt.Fprintln(w, variantLine(v, rows, selected, env))
+		}
 	}
-}
-
-// governanceTarget is the most throughput the audit trail and rate limits
-// may cost the no-op tool.
-const governanceTarget = 0.05
-
-// governanceLine judges the governed capgate against the plain one: on
-// the median ratio of the interleaved bursts when they ran, with the
-// rounds' ratios for reference, else round by round as bookingLine does.
-func governanceLine(rows map[string]*row, selected []string, env environment) string {
-	target := 1 - governanceTarget
-	goal := fmt.Sprintf("governance costs ≤ %.0f%%: capgate governed ≥ %.2f× capgate", governanceTarget*100, target)
-	byRound := pairedLine(rows, selected, keyGoverned, keyCapgate, target, goal+", by round")
-	switch {
-	case env.pairsErr != nil:
-		return fmt.Sprintf("FAIL  %s: the interleaved bursts failed: %v", goal, env.pairsErr)
-	case len(env.pairs) == 0:
-		return byRound
-	}
-	ratios := make([]float64, len(env.pairs))
-	for i, p := range env.pairs {
-		ratios[i] = p.governed / p.plain
-	}
-	slices.Sort(ratios)
-	n := len(ratios)
-	m := ratios[n/2]
-	if n%2 == 0 {
-		m = (ratios[n/2-1] + ratios[n/2]) / 2
-	}
-	verdict := "FAIL"
-	if m >= target {
-		verdict = "PASS"
-	}
-	_, rounds, _ := strings.Cut(byRound, ", by round: ")
-	if rounds != "" {
-		rounds = "; by round (for reference): " + rounds
-	}
-	return fmt.Sprintf("%s  %s, in %d interleaved pairs of %s bursts: median %.3f× (range %.2f–%.2f; needs ≥ %.2f×)%s",
-		verdict, goal, n, env.pairBurst, m, ratios[0], ratios[n-1], target, rounds)
 }
 
 // bookingTarget is what owner-guarded booking.get must reach of the no-op

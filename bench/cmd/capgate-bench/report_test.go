@@ -78,9 +78,9 @@ func TestBookingLine(t *testing.T) {
 	}
 }
 
-// TestGovernanceLine: the governed row against the plain one, by
-// round, against the 5% target.
-func TestGovernanceLine(t *testing.T) {
+// TestVariantLine: a variant's row against the plain one, by round,
+// against its target, and on interleaved bursts when they ran.
+func TestVariantLine(t *testing.T) {
 	runs := func(rps ...float64) *row {
 		r := &row{}
 		for _, x := range rps {
@@ -88,27 +88,41 @@ func TestGovernanceLine(t *testing.T) {
 		}
 		return r
 	}
-	pass := governanceLine(map[string]*row{keyGoverned: runs(96, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys, environment{})
-	fail := governanceLine(map[string]*row{keyGoverned: runs(94, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys, environment{})
+	gov, _ := variantOf(keyGoverned)
+	pass := variantLine(gov, map[string]*row{keyGoverned: runs(96, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys, environment{})
+	fail := variantLine(gov, map[string]*row{keyGoverned: runs(94, 95, 90), keyCapgate: runs(100, 100, 100)}, allKeys, environment{})
 	if !strings.HasPrefix(pass, "PASS  governance costs ≤ 5%") || !strings.Contains(pass, "0.96, 0.95, 0.90, median 0.95×") || !strings.HasPrefix(fail, "FAIL") {
 		t.Errorf("lines:\n%s\n%s", pass, fail)
 	}
 	// With the interleaved bursts, they decide; the rounds are shown.
-	rows := map[string]*row{keyGoverned: runs(80, 80, 80), keyCapgate: runs(100, 100, 100)}
-	pairs := func(ratios ...float64) environment {
-		env := environment{pairBurst: "1s"}
+	rows := map[string]*row{keyGoverned: runs(80, 80, 80), keyMetrics: runs(99, 96, 98), keyCapgate: runs(100, 100, 100)}
+	pairs := func(key string, ratios ...float64) environment {
+		env := environment{pairBurst: "1s", pairs: map[string][]burstPair{}, pairsErr: map[string]error{}}
 		for _, r := range ratios {
-			env.pairs = append(env.pairs, burstPair{plain: 1000, governed: 1000 * r})
+			env.pairs[key] = append(env.pairs[key], burstPair{plain: 1000, variant: 1000 * r})
 		}
 		return env
 	}
-	pass = governanceLine(rows, allKeys, pairs(0.9, 0.97, 1.1, 0.96))
-	fail = governanceLine(rows, allKeys, pairs(0.9, 0.94, 1.1, 0.95))
+	pass = variantLine(gov, rows, allKeys, pairs(keyGoverned, 0.9, 0.97, 1.1, 0.96))
+	fail = variantLine(gov, rows, allKeys, pairs(keyGoverned, 0.9, 0.94, 1.1, 0.95))
 	if !strings.HasPrefix(pass, "PASS") || !strings.Contains(pass, "4 interleaved pairs of 1s bursts: median 0.965× (range 0.90–1.10") ||
 		!strings.Contains(pass, "by round (for reference): 0.80, 0.80, 0.80") || !strings.HasPrefix(fail, "FAIL") {
 		t.Errorf("lines with pairs:\n%s\n%s", pass, fail)
 	}
-	broken := governanceLine(rows, allKeys, environment{pairsErr: errors.New("wrk: exit 1")})
+	// The metrics variant has its own target (3%) and its own pairs.
+	met, _ := variantOf(keyMetrics)
+	pass = variantLine(met, rows, allKeys, pairs(keyMetrics, 0.98, 0.97, 1.01))
+	fail = variantLine(met, rows, allKeys, pairs(keyMetrics, 0.96, 0.95, 1.01))
+	if !strings.HasPrefix(pass, "PASS  metrics cost ≤ 3%: capgate metrics ≥ 0.97× capgate") || !strings.HasPrefix(fail, "FAIL") {
+		t.Errorf("metrics lines:\n%s\n%s", pass, fail)
+	}
+	// Another variant's pairs do not count for this one.
+	if line := variantLine(met, rows, allKeys, pairs(keyGoverned, 2, 2, 2)); !strings.Contains(line, "by round: 0.99, 0.96, 0.98") {
+		t.Errorf("metrics judged on the governed pairs: %s", line)
+	}
+	env := pairs(keyGoverned)
+	env.pairsErr[keyGoverned] = errors.New("wrk: exit 1")
+	broken := variantLine(gov, rows, allKeys, env)
 	if !strings.HasPrefix(broken, "FAIL") || !strings.Contains(broken, "wrk: exit 1") {
 		t.Errorf("line after failed bursts: %s", broken)
 	}
