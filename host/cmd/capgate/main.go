@@ -12,6 +12,8 @@
 //	                            print or follow the audit trail
 //	capgate approvals list|show|approve|reject ... -c FILE
 //	                            list and decide the calls held for a human
+//	capgate capabilities -c FILE (-token-label LABEL | -role R -scope S [-user U]) [-json]
+//	                            what a token may call, and what refuses the rest
 //	capgate health [-url URL] [-c FILE]
 //	                            probe a running host's /healthz (exit 0 on 200)
 //	capgate version             print the build version
@@ -65,6 +67,11 @@ Usage:
                               decide it; a running host runs an approved call
                               once. -by (default: your login) may not be the
                               user who asked
+  capgate capabilities -c FILE (-token-label LABEL | -role R -scope S [-user ID])
+        [-json]               what the token (or a principal of role R at
+                              scope S) may call, and for every other
+                              capability the gate's step refusing it and why;
+                              with neither flag, the token in CAPGATE_TOKEN
   capgate health [-url URL] [-c FILE]
                               probe a running host's /healthz: exit 0 on 200,
                               1 when a plugin died or nothing answers; it
@@ -100,6 +107,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return readAudit(args[1:], stdout, stderr)
 	case "approvals":
 		return approvalsCmd(args[1:], stdout, stderr)
+	case "capabilities":
+		return capabilities(args[1:], stdout, stderr)
 	case "version", "-v", "--version":
 		fmt.Fprintln(stdout, "capgate", version)
 		return 0
