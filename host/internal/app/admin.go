@@ -43,16 +43,16 @@ func newInventory(gov *governance, plugins *pluginhost.Host, cfg *config.Config)
 	return &inventory{gov: gov, plugins: plugins, specs: specs}
 }
 
-// probeUser stands for "some user" in the principals MayCall asks about:
+// probeUser stands for "some user" in the principals mayCall asks about:
 // only whether a principal is bound matters to the steps it asks.
 const probeUser = "user"
 
-// MayCall lists the roles, of roles, that may call c: a principal of the
+// mayCall lists the roles, of roles, that may call c: a principal of the
 // role, bound to a user and holding the least scope c's kind allows (read
 // for a read, action for an action; admin passes the same steps), passes
 // every step gate.Check asks. Admin scope adds only the ownership waiver,
 // which depends on the arguments.
-func MayCall(gate *dispatch.Dispatcher, roles []string, c *registry.Capability) []string {
+func mayCall(gate *dispatch.Dispatcher, roles []string, c *registry.Capability) []string {
 	scope := dispatch.ScopeRead
 	if c.Kind == registry.Action {
 		scope = dispatch.ScopeAction
@@ -85,7 +85,7 @@ func (inv *inventory) Capabilities() server.CapabilityList {
 		out.Capabilities = append(out.Capabilities, server.CapabilityInfo{
 			Name: e.Name, Pack: e.Pack, PackEnabled: g.cfg.Packs[e.Pack], Kind: e.Kind.String(),
 			Risk: string(g.gate.Risk(&e.Capability)), Permission: e.Permission, Plugin: e.Plugin,
-			OwnerGuarded: e.OwnerGuarded, Roles: MayCall(g.gate, roles, &e.Capability),
+			OwnerGuarded: e.OwnerGuarded, Roles: mayCall(g.gate, roles, &e.Capability),
 		})
 	}
 	out.Packs = slices.Sorted(maps.Keys(packs))
