@@ -123,6 +123,7 @@ var settings = []setting{
 	{"limits", true, func(c *config.Config) any { return c.Limits }},
 	{"risk", true, func(c *config.Config) any { return c.Risk }},
 	{"approvals", false, func(c *config.Config) any { return c.Approvals }},
+	{"metrics", false, func(c *config.Config) any { return c.Metrics }},
 	{"enabled", false, func(c *config.Config) any { return c.Enabled }},
 	{"listen", false, func(c *config.Config) any { return c.Listen }},
 	{"data_dir", false, func(c *config.Config) any { return c.DataDir }},
