@@ -155,8 +155,13 @@ func capabilities(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(tw, "CAPABILITY\tKIND\tRISK\tVERDICT")
 	for _, v := range verdicts {
 		answer := "allowed"
-		if !v.Allowed {
+		switch {
+		case !v.Allowed:
 			answer = "refused at " + v.Step + ": " + v.Reason
+		case v.Risk == "dangerous":
+			answer = "allowed, then held for an approver"
+		case v.Risk == "review_required":
+			answer = "allowed, then confirmed by the user (2026-07-28 clients that can ask) or held for an approver"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Capability, v.Kind, v.Risk, answer)
 	}
