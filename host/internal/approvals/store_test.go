@@ -362,6 +362,22 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		}
 	})
 
+	t.Run("SessionKeySharedByReplicasAndItsOwn", func(t *testing.T) {
+		s, open, c := setup(t)
+		k1, err := s.SessionKey(ctx)
+		if err != nil || len(k1) < 32 {
+			t.Fatalf("key %d bytes, %v", len(k1), err)
+		}
+		k2, err := open(t, c).SessionKey(ctx)
+		if err != nil || string(k1) != string(k2) {
+			t.Fatalf("another store's session key differs (%v): replicas would refuse each other's sessions", err)
+		}
+		confirm, err := s.ConfirmKey(ctx)
+		if err != nil || string(confirm) == string(k1) {
+			t.Fatalf("the session key is the confirmation key (%v): one signature could stand for the other", err)
+		}
+	})
+
 	t.Run("List", func(t *testing.T) {
 		s, _, c := setup(t)
 		var ids []string
