@@ -49,12 +49,18 @@ func (s *server) Calls(stream capgatev1.PluginService_CallsServer) error {
 	}
 }
 
-// serveCall runs one call of the stream.
+// serveCall runs one call of the stream. A call the host traces runs in a
+// span of its own, under the host's, and the spans it recorded go back with
+// its answer.
 func (s *server) serveCall(ctx context.Context, req *capgatev1.CallsRequest) *capgatev1.CallsResponse {
 	out := &capgatev1.CallsResponse{Id: req.Id}
 	var err error
 	switch c := req.Call.(type) {
 	case *capgatev1.CallsRequest_Invoke:
+		ctx, span := s.tracing.start(ctx, c.Invoke)
+		if span != nil {
+			defer s.tracing.finish(span, out, s.p.logger.Warn)
+		}
 		var r *capgatev1.InvokeResponse
 		if r, err = s.invoke(ctx, c.Invoke); err == nil {
 			out.Result = &capgatev1.CallsResponse_Invoke{Invoke: r}

@@ -38,6 +38,8 @@ func (c Call) Invoke(ctx context.Context, capability string, args any) (json.Raw
 	}
 	resp, err := capgatev1.NewHostServiceClient(c.host).Invoke(ctx, &capgatev1.HostServiceInvokeRequest{
 		CallId: c.ID, Capability: capability, Arguments: raw,
+		// The nested call continues the trace of the span that makes it.
+		TraceContext: injectTrace(ctx),
 	})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {

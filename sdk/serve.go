@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,10 +26,16 @@ import (
 // functions. Call it from main; started by hand (not by a capgate host) it
 // explains that it is a plugin and exits.
 func Serve(p *Plugin) {
+	srv := newServer(p)
+	// The process is the plugin's: instrumentation that takes the global
+	// provider (otel.Tracer, libraries' own spans) records into the calls'
+	// traces, and outgoing requests carry them on.
+	otel.SetTracerProvider(srv.tracing.provider)
+	otel.SetTextMapPropagator(w3c)
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: pluginwire.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
-			capgatev1.ProtocolVersion: pluginwire.PluginSet(newServer(p)),
+			capgatev1.ProtocolVersion: pluginwire.PluginSet(srv),
 		},
 		GRPCServer: newGRPCServer,
 		Logger: hclog.New(&hclog.LoggerOptions{
@@ -83,11 +90,12 @@ type server struct {
 	maxResult  int // the host's max_result_bytes; 0: no limit of its own
 
 	workers workerPool // runs the calls of the Calls stream
+	tracing *tracing   // records the spans of the calls the host traces
 }
 
 // newServer returns the gRPC service of p, for Serve and (through internal/sdkserver)
 // package sdktest.
-func newServer(p *Plugin) *server { return &server{p: p} }
+func newServer(p *Plugin) *server { return &server{p: p, tracing: newTracing()} }
 
 func init() {
 	sdkserver.NewServer = func(p any) sdkserver.Server { return newServer(p.(*Plugin)) }

@@ -67,7 +67,9 @@ func (c *CallStream) receive() {
 var ErrNotSent = errors.New("the call was not sent")
 
 // call sends req and waits for its response, for ctx to end, or for the
-// stream to fail. An abandoned call is cancelled in the plugin.
+// stream to fail. An abandoned call is cancelled in the plugin. A response
+// carrying a failure is returned with it, as its error: the spans it
+// carries are the call's all the same.
 func (c *CallStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*capgatev1.CallsResponse, error) {
 	ch := make(chan *capgatev1.CallsResponse, 1)
 	c.mu.Lock()
@@ -92,7 +94,7 @@ func (c *CallStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*ca
 	select {
 	case resp := <-ch:
 		if f := resp.GetFailure(); f != nil {
-			return nil, status.Error(codes.Code(f.Code), f.Message)
+			return resp, status.Error(codes.Code(f.Code), f.Message)
 		}
 		return resp, nil
 	case <-ctx.Done():

@@ -21,7 +21,15 @@ import (
 // status the plugin answered with, the context's error, or ErrNotSent
 // wrapped when nothing reached the plugin.
 func (c *CallStream) Invoke(ctx context.Context, callID string, r dispatch.Request) (json.RawMessage, error) {
-	return c.invoke(ctx, callID, r, false)
+	res, _, err := c.invoke(ctx, callID, r, false, nil)
+	return res, err
+}
+
+// InvokeTraced is Invoke for a traced call: traceContext (W3C keys) goes
+// with it, and the spans the plugin recorded serving it come back, as the
+// plugin sent them (see CallsResponse.trace_spans), whatever the outcome.
+func (c *CallStream) InvokeTraced(ctx context.Context, callID string, r dispatch.Request, traceContext map[string]string) (json.RawMessage, []byte, error) {
+	return c.invoke(ctx, callID, r, false, traceContext)
 }
 
 // CheckOwner sends the ownership step of r alone (OwnerCheck.only): the
@@ -29,38 +37,40 @@ func (c *CallStream) Invoke(ctx context.Context, callID string, r dispatch.Reque
 // it honours it (DescribeResponse.checks_owner_only).
 func (c *CallStream) CheckOwner(ctx context.Context, callID string, r dispatch.Request) error {
 	r.CheckOwner = true
-	_, err := c.invoke(ctx, callID, r, true)
+	_, _, err := c.invoke(ctx, callID, r, true, nil)
 	return err
 }
 
-func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Request, ownerOnly bool) (json.RawMessage, error) {
+func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Request, ownerOnly bool, traceContext map[string]string) (json.RawMessage, []byte, error) {
 	req := &capgatev1.InvokeRequest{
-		Capability: r.Capability,
-		Arguments:  r.Args,
-		Principal:  &capgatev1.Principal{Role: r.Principal.Role, Scope: string(r.Principal.Scope), UserId: r.Principal.UserID},
-		CallId:     callID,
+		Capability:   r.Capability,
+		Arguments:    r.Args,
+		Principal:    &capgatev1.Principal{Role: r.Principal.Role, Scope: string(r.Principal.Scope), UserId: r.Principal.UserID},
+		CallId:       callID,
+		TraceContext: traceContext,
 	}
 	if r.CheckOwner {
 		req.OwnerCheck = &capgatev1.OwnerCheck{UserId: r.Principal.UserID, Only: ownerOnly}
 	}
 	resp, err := c.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: req}})
+	spans := resp.GetTraceSpans()
 	if err != nil {
-		return nil, err
+		return nil, spans, err
 	}
 	out := resp.GetInvoke()
 	if out == nil {
-		return nil, fmt.Errorf("plugin answered call %d of %s with no result", resp.Id, r.Capability)
+		return nil, spans, fmt.Errorf("plugin answered call %d of %s with no result", resp.Id, r.Capability)
 	}
 	if rf := out.GetRefusal(); rf != nil {
 		// Whether the plugin may refuse this call at this step is the
 		// gate's to judge (dispatch refuses anything but an ownership
 		// refusal it asked for); the reason is always the host's wording.
-		return nil, &dispatch.Refusal{Step: dispatch.Step(rf.Step), Capability: r.Capability, Reason: dispatch.OwnershipReason}
+		return nil, spans, &dispatch.Refusal{Step: dispatch.Step(rf.Step), Capability: r.Capability, Reason: dispatch.OwnershipReason}
 	}
 	if e := out.GetError(); e != nil {
-		return nil, ToolError(e)
+		return nil, spans, ToolError(e)
 	}
-	return out.Result, nil
+	return out.Result, spans, nil
 }
 
 // ToolError is a plugin's tool error in the gate's terms.

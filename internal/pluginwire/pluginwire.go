@@ -35,8 +35,19 @@ const windowSize = 1 << 20
 // larger one.
 const MaxRequestBytes = 80 << 20
 
-// MessageOverhead is room for what a response carries besides its result.
-const MessageOverhead = 64 << 10
+// MessageOverhead is room for what a response carries besides its result:
+// its framing and the spans of a traced call.
+const MessageOverhead = 64<<10 + MaxCallSpansBytes
+
+// Bounds on the spans a plugin sends back with one traced call
+// (CallsResponse.trace_spans). The SDK keeps within them; the host drops
+// what does not.
+const (
+	// MaxCallSpansBytes bounds the encoded spans of one call.
+	MaxCallSpansBytes = 64 << 10
+	// MaxCallSpans bounds how many spans one call sends.
+	MaxCallSpans = 128
+)
 
 // ServerOptions are the plugin end's gRPC server options.
 func ServerOptions() []grpc.ServerOption {

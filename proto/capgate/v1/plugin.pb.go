@@ -754,7 +754,13 @@ type InvokeRequest struct {
 	// name and, unless it is owner_check.user_id, answers with a refusal
 	// (step "ownership") and runs nothing. A target that does not exist is
 	// the plugin's CODE_NOT_FOUND; one that belongs to no one is refused.
-	OwnerCheck    *OwnerCheck `protobuf:"bytes,5,opt,name=owner_check,json=ownerCheck,proto3" json:"owner_check,omitempty"`
+	OwnerCheck *OwnerCheck `protobuf:"bytes,5,opt,name=owner_check,json=ownerCheck,proto3" json:"owner_check,omitempty"`
+	// trace_context, when set, is the W3C trace context (keys "traceparent"
+	// and, optionally, "tracestate") of the host's span for this call: the
+	// plugin's spans for it continue that trace, and come back in
+	// CallsResponse.trace_spans. Absent, the host traces nothing of this
+	// call and the plugin records nothing.
+	TraceContext  map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -820,6 +826,13 @@ func (x *InvokeRequest) GetCallId() string {
 func (x *InvokeRequest) GetOwnerCheck() *OwnerCheck {
 	if x != nil {
 		return x.OwnerCheck
+	}
+	return nil
+}
+
+func (x *InvokeRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -1347,7 +1360,14 @@ type CallsResponse struct {
 	//
 	//	*CallsResponse_Invoke
 	//	*CallsResponse_Failure
-	Result        isCallsResponse_Result `protobuf_oneof:"result"`
+	Result isCallsResponse_Result `protobuf_oneof:"result"`
+	// trace_spans are the spans the plugin recorded while serving a call
+	// sent with a trace_context, finished by the time it answered: an OTLP
+	// TracesData message (opentelemetry.proto.trace.v1), protobuf-encoded,
+	// of at most 64 KiB. The host exports them with its own spans, under a
+	// resource naming the plugin, and drops any outside the call's trace.
+	// Empty when the call was not traced.
+	TraceSpans    []byte `protobuf:"bytes,5,opt,name=trace_spans,json=traceSpans,proto3" json:"trace_spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1410,6 +1430,13 @@ func (x *CallsResponse) GetFailure() *CallFailure {
 		if x, ok := x.Result.(*CallsResponse_Failure); ok {
 			return x.Failure
 		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetTraceSpans() []byte {
+	if x != nil {
+		return x.TraceSpans
 	}
 	return nil
 }
@@ -2211,7 +2238,11 @@ type HostServiceInvokeRequest struct {
 	CallId     string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Capability string `protobuf:"bytes,2,opt,name=capability,proto3" json:"capability,omitempty"`
 	// arguments is a JSON object; empty means {}.
-	Arguments     []byte `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Arguments []byte `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// trace_context is the W3C trace context of the plugin's span making the
+	// nested call, when the call being served is traced; the host continues
+	// it only within that call's trace.
+	TraceContext  map[string]string `protobuf:"bytes,4,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2263,6 +2294,13 @@ func (x *HostServiceInvokeRequest) GetCapability() string {
 func (x *HostServiceInvokeRequest) GetArguments() []byte {
 	if x != nil {
 		return x.Arguments
+	}
+	return nil
+}
+
+func (x *HostServiceInvokeRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -2434,7 +2472,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x17\n" +
-	"\auser_id\x18\x03 \x01(\tR\x06userId\"\xd4\x01\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\"\xe7\x02\n" +
 	"\rInvokeRequest\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x01 \x01(\tR\n" +
@@ -2443,7 +2481,11 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tprincipal\x18\x03 \x01(\v2\x15.capgate.v1.PrincipalR\tprincipal\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x127\n" +
 	"\vowner_check\x18\x05 \x01(\v2\x16.capgate.v1.OwnerCheckR\n" +
-	"ownerCheck\"9\n" +
+	"ownerCheck\x12P\n" +
+	"\rtrace_context\x18\x06 \x03(\v2+.capgate.v1.InvokeRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
 	"\n" +
 	"OwnerCheck\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
@@ -2478,11 +2520,13 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x12deadline_unix_nano\x18\x05 \x01(\x03R\x10deadlineUnixNanoB\x06\n" +
 	"\x04callJ\x04\b\x03\x10\x04\"\f\n" +
 	"\n" +
-	"CancelCall\"\x9a\x01\n" +
+	"CancelCall\"\xbb\x01\n" +
 	"\rCallsResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
 	"\x06invoke\x18\x02 \x01(\v2\x1a.capgate.v1.InvokeResponseH\x00R\x06invoke\x123\n" +
-	"\afailure\x18\x04 \x01(\v2\x17.capgate.v1.CallFailureH\x00R\afailureB\b\n" +
+	"\afailure\x18\x04 \x01(\v2\x17.capgate.v1.CallFailureH\x00R\afailure\x12\x1f\n" +
+	"\vtrace_spans\x18\x05 \x01(\fR\n" +
+	"traceSpansB\b\n" +
 	"\x06resultJ\x04\b\x03\x10\x04\";\n" +
 	"\vCallFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
@@ -2532,13 +2576,17 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12 \n" +
 	"\fat_unix_nano\x18\x06 \x01(\x03R\n" +
 	"atUnixNano\x12\x12\n" +
-	"\x04data\x18\a \x01(\fR\x04data\"q\n" +
+	"\x04data\x18\a \x01(\fR\x04data\"\x8f\x02\n" +
 	"\x18HostServiceInvokeRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x02 \x01(\tR\n" +
 	"capability\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\fR\targuments\"\x8f\x01\n" +
+	"\targuments\x18\x03 \x01(\fR\targuments\x12[\n" +
+	"\rtrace_context\x18\x04 \x03(\v26.capgate.v1.HostServiceInvokeRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x01\n" +
 	"\x19HostServiceInvokeResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12+\n" +
 	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\x12-\n" +
@@ -2586,7 +2634,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
 	(Risk)(0),                         // 1: capgate.v1.Risk
@@ -2626,7 +2674,9 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*HostServiceInvokeRequest)(nil),  // 35: capgate.v1.HostServiceInvokeRequest
 	(*HostServiceInvokeResponse)(nil), // 36: capgate.v1.HostServiceInvokeResponse
 	(*Refusal)(nil),                   // 37: capgate.v1.Refusal
-	nil,                               // 38: capgate.v1.Document.FieldsEntry
+	nil,                               // 38: capgate.v1.InvokeRequest.TraceContextEntry
+	nil,                               // 39: capgate.v1.Document.FieldsEntry
+	nil,                               // 40: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	8,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
@@ -2635,52 +2685,54 @@ var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	1,  // 3: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
 	9,  // 4: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
 	11, // 5: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	13, // 6: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	37, // 7: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	2,  // 8: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	10, // 9: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	19, // 10: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	12, // 11: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	21, // 12: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	26, // 13: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	38, // 14: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	13, // 15: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	7,  // 16: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	13, // 17: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	37, // 18: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	3,  // 19: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	5,  // 20: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	18, // 21: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	22, // 22: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	24, // 23: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	27, // 24: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	14, // 25: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	16, // 26: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	29, // 27: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	24, // 28: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	27, // 29: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	31, // 30: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	33, // 31: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	35, // 32: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	4,  // 33: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	6,  // 34: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	20, // 35: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	23, // 36: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	25, // 37: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	28, // 38: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	15, // 39: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	17, // 40: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	30, // 41: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	25, // 42: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	28, // 43: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	32, // 44: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	34, // 45: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	36, // 46: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	33, // [33:47] is the sub-list for method output_type
-	19, // [19:33] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	38, // 6: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
+	13, // 7: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	37, // 8: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	2,  // 9: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	10, // 10: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	19, // 11: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	12, // 12: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	21, // 13: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	26, // 14: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	39, // 15: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	13, // 16: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	7,  // 17: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	40, // 18: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	13, // 19: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	37, // 20: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	3,  // 21: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	5,  // 22: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	18, // 23: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	22, // 24: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	24, // 25: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	27, // 26: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	14, // 27: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	16, // 28: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	29, // 29: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	24, // 30: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	27, // 31: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	31, // 32: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	33, // 33: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	35, // 34: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	4,  // 35: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	6,  // 36: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	20, // 37: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	23, // 38: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	25, // 39: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	28, // 40: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	15, // 41: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	17, // 42: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	30, // 43: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	25, // 44: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	28, // 45: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	32, // 46: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	34, // 47: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	36, // 48: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	35, // [35:49] is the sub-list for method output_type
+	21, // [21:35] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -2702,7 +2754,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
