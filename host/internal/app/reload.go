@@ -124,6 +124,7 @@ var settings = []setting{
 	{"risk", true, func(c *config.Config) any { return c.Risk }},
 	{"approvals", false, func(c *config.Config) any { return c.Approvals }},
 	{"metrics", false, func(c *config.Config) any { return c.Metrics }},
+	{"tracing", false, func(c *config.Config) any { return c.Tracing }},
 	{"enabled", false, func(c *config.Config) any { return c.Enabled }},
 	{"listen", false, func(c *config.Config) any { return c.Listen }},
 	{"data_dir", false, func(c *config.Config) any { return c.DataDir }},

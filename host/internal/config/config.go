@@ -96,6 +96,7 @@ type Config struct {
 	Audit          Audit
 	Approvals      Approvals
 	Metrics        Metrics
+	Tracing        Tracing
 	// ActionsEnabled is false when the operator has switched every action
 	// off (the kill switch); reads carry on.
 	ActionsEnabled bool
@@ -221,6 +222,32 @@ type Metrics struct {
 	// (metrics.listen); empty serves neither.
 	Listen string
 }
+
+// Tracing configures the host's OpenTelemetry traces, exported over OTLP
+// with its plugins' spans.
+type Tracing struct {
+	// OTLPEndpoint is the collector's URL (tracing.otlp_endpoint):
+	// http:// for plaintext, https:// for TLS. Empty traces nothing.
+	OTLPEndpoint string
+	// OTLPProtocol is OTLPGRPC or OTLPHTTP.
+	OTLPProtocol string
+	// Headers go with every export (an API key, a tenant): secrets, never
+	// logged.
+	Headers map[string]string
+	// SampleRatio is the share, 0 to 1, of the traces the host starts
+	// itself that it records; a request carrying a caller's trace context
+	// follows the caller's decision.
+	SampleRatio float64
+	// ServiceName is the service.name of the host's spans; a plugin's are
+	// ServiceName-plugin-<name>.
+	ServiceName string
+}
+
+// The protocols tracing.otlp_protocol names.
+const (
+	OTLPGRPC = "grpc"
+	OTLPHTTP = "http/protobuf"
+)
 
 // Log configures the host's slog handler.
 type Log struct {

@@ -35,6 +35,7 @@ func defaults() *Config {
 		Idempotency:      Idempotency{Retention: 24 * time.Hour},
 		Audit:            Audit{Enabled: true, Retention: 720 * time.Hour, RefuseActions: true},
 		Approvals:        Approvals{TTL: 24 * time.Hour, FourEyes: true, ConfirmTTL: 10 * time.Minute},
+		Tracing:          Tracing{OTLPProtocol: OTLPHTTP, SampleRatio: 1, ServiceName: "capgate"},
 		ActionsEnabled:   true,
 	}
 }
@@ -119,6 +120,14 @@ search:
 events:
   nats_url: nats://a.example:4222,tls://b.example:4222
   stream: CAPGATE_EVENTS_EU
+tracing:
+  otlp_endpoint: https://collector.example:4317
+  otlp_protocol: grpc
+  sample_ratio: 0.25
+  service_name: capgate-eu
+  headers:
+    Authorization: Bearer ${CAPGATE_TEST_PASSED}
+    x-tenant: 42
 plugins:
   - name: booking
     path: plugins/booking
@@ -159,7 +168,9 @@ plugins:
 		Idempotency:      Idempotency{Retention: 2 * time.Hour},
 		Audit:            Audit{Enabled: true, Retention: 720 * time.Hour, RefuseActions: true},
 		Approvals:        Approvals{TTL: 24 * time.Hour, FourEyes: true, ConfirmTTL: 10 * time.Minute},
-		ActionsEnabled:   true,
+		Tracing: Tracing{OTLPEndpoint: "https://collector.example:4317", OTLPProtocol: OTLPGRPC, SampleRatio: 0.25, ServiceName: "capgate-eu",
+			Headers: map[string]string{"Authorization": "Bearer from-host", "x-tenant": "42"}},
+		ActionsEnabled: true,
 		HTTP: HTTP{
 			MaxBodyBytes: 2048, RequestTimeout: 90 * time.Second, ShutdownTimeout: 5 * time.Second, MaxInFlight: 64,
 			AllowedOrigins: []string{"https://app.example.com", "http://localhost:3000", "http://[::1]"},
@@ -230,6 +241,12 @@ log: {level: error, format: text}
 		{"CAPGATE_APPROVALS_TTL", "2h", func(c *Config) bool { return c.Approvals.TTL == 2*time.Hour }},
 		{"CAPGATE_APPROVALS_FOUR_EYES", "false", func(c *Config) bool { return !c.Approvals.FourEyes }},
 		{"CAPGATE_METRICS_LISTEN", "127.0.0.1:9464", func(c *Config) bool { return c.Metrics.Listen == "127.0.0.1:9464" }},
+		{"CAPGATE_TRACING_OTLP_ENDPOINT", "https://otlp.example:4318/v1/traces", func(c *Config) bool {
+			return c.Tracing.OTLPEndpoint == "https://otlp.example:4318/v1/traces"
+		}},
+		{"CAPGATE_TRACING_OTLP_PROTOCOL", "GRPC", func(c *Config) bool { return c.Tracing.OTLPProtocol == OTLPGRPC }},
+		{"CAPGATE_TRACING_SAMPLE_RATIO", "0.1", func(c *Config) bool { return c.Tracing.SampleRatio == 0.1 }},
+		{"CAPGATE_TRACING_SERVICE_NAME", "capgate-eu", func(c *Config) bool { return c.Tracing.ServiceName == "capgate-eu" }},
 		{"CAPGATE_APPROVALS_CONFIRM_TTL", "90s", func(c *Config) bool { return c.Approvals.ConfirmTTL == 90*time.Second }},
 		{"CAPGATE_APPROVALS_CONFIRM_KEY", strings.Repeat("s", 40), func(c *Config) bool { return c.Approvals.ConfirmKey == strings.Repeat("s", 40) }},
 		{"CAPGATE_ACTIONS_ENABLED", "false", func(c *Config) bool { return !c.ActionsEnabled && c.Policy().ActionsOff }},

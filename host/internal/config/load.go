@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
@@ -154,6 +155,10 @@ var Settings = []Setting{
 	{Key: "approvals.confirm_ttl", Default: "10m", kind: kindDuration, def: "10m"},
 	{Key: "approvals.confirm_key", Default: "", kind: kindString, def: ""},
 	{Key: "metrics.listen", Default: "", kind: kindString, def: ""},
+	{Key: "tracing.otlp_endpoint", Default: "", kind: kindString, def: ""},
+	{Key: "tracing.otlp_protocol", Default: OTLPHTTP, kind: kindString, def: OTLPHTTP},
+	{Key: "tracing.sample_ratio", Default: "1", kind: kindFloat, def: 1.0},
+	{Key: "tracing.service_name", Default: "capgate", kind: kindString, def: "capgate"},
 }
 
 // DefaultHTTPMaxInFlight is http.max_in_flight's default: with the default
@@ -176,7 +181,7 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals", "metrics"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals", "metrics", "tracing"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
@@ -187,6 +192,7 @@ var (
 	searchKeys       = []string{"blocked_entities"}
 	eventsKeys       = []string{"nats_url", "stream"}
 	metricsKeys      = []string{"listen"}
+	tracingKeys      = []string{"otlp_endpoint", "otlp_protocol", "headers", "sample_ratio", "service_name"}
 	tokenKeys        = []string{"token", "token_sha256", "label", "role", "scope", "user_id"}
 	limitsKeys       = []string{"default", "per_token", "roles", "capabilities", "redis_url", "on_redis_error"}
 	rateKeys         = []string{"rate", "burst"}
@@ -330,6 +336,19 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	}
 	l.scalarSection("events", sections["events"], eventsKeys)
 	l.scalarSection("metrics", sections["metrics"], metricsKeys)
+	var traceHeaders map[string]string
+	if pairs, _ := l.mapping("tracing", sections["tracing"]); pairs != nil {
+		for _, p := range pairs {
+			switch p.key {
+			case "headers":
+				traceHeaders = l.traceHeaders(p.path, p.val)
+			case "otlp_endpoint", "otlp_protocol", "sample_ratio", "service_name":
+				l.fileScalar(settingFor("tracing."+p.key), p.val)
+			default:
+				l.unknown(p, tracingKeys)
+			}
+		}
+	}
 	l.scalarSection("database", sections["database"], databaseKeys)
 	l.scalarSection("idempotency", sections["idempotency"], idempotencyKeys)
 	l.scalarSection("audit", sections["audit"], auditKeys)
@@ -349,7 +368,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 			}
 		}
 	}
-	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}, Search: search}
+	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}, Search: search, Tracing: Tracing{Headers: traceHeaders}}
 	cfg.DisabledCapabilities = l.capabilityNames("disabled_capabilities", sections["disabled_capabilities"])
 	cfg.Limits, cfg.LimitsCounter = l.limits(sections["limits"], roles)
 	cfg.Risk = l.risk(sections["risk"])
@@ -558,6 +577,7 @@ func (l *loader) resolveSettings(cfg *Config) {
 			l.addAt("metrics.listen", src, "must differ from listen (%s): metrics and profiles are served apart from the MCP endpoint", cfg.Listen)
 		}
 	}
+	l.tracing(cfg, get)
 	if v, src, ok := get("data_dir"); ok {
 		if cfg.DataDir = v.(string); cfg.DataDir == "" {
 			l.addAt("data_dir", src, "must not be empty")
@@ -680,6 +700,112 @@ func (l *loader) resolveSettings(cfg *Config) {
 			l.addAt("events.stream", src, "must be 1 to 64 letters, digits, '-' or '_', got %q", cfg.Events.Stream)
 		}
 	}
+}
+
+// tracing resolves and checks the tracing section's settings.
+func (l *loader) tracing(cfg *Config, get func(string) (any, source, bool)) {
+	t := &cfg.Tracing
+	if v, src, ok := get("tracing.otlp_protocol"); ok {
+		switch p := strings.ToLower(v.(string)); p {
+		case OTLPGRPC, OTLPHTTP:
+			t.OTLPProtocol = p
+		default:
+			l.addAt("tracing.otlp_protocol", src, "must be %s or %s, got %q", OTLPGRPC, OTLPHTTP, shorten(v.(string)))
+		}
+	}
+	if v, src, ok := get("tracing.otlp_endpoint"); ok {
+		t.OTLPEndpoint = v.(string)
+		if msg := checkOTLPEndpoint(t.OTLPEndpoint, t.OTLPProtocol); msg != "" {
+			l.addAt("tracing.otlp_endpoint", src, "%s", msg)
+		}
+	}
+	if v, src, ok := get("tracing.sample_ratio"); ok {
+		if t.SampleRatio = v.(float64); t.SampleRatio < 0 || t.SampleRatio > 1 {
+			l.addAt("tracing.sample_ratio", src, "must be between 0 (record no trace the host starts) and 1 (every one), got %g", t.SampleRatio)
+		}
+	}
+	if v, src, ok := get("tracing.service_name"); ok {
+		t.ServiceName = v.(string)
+		if t.ServiceName == "" || len(t.ServiceName) > 255 || strings.ContainsFunc(t.ServiceName, unicode.IsControl) {
+			l.addAt("tracing.service_name", src, "must be 1 to 255 characters, none a control character, got %q", shorten(t.ServiceName))
+		}
+	}
+}
+
+// checkOTLPEndpoint accepts "" (no tracing) or a collector's http:// or
+// https:// URL; over gRPC it has no path. The message never repeats a URL
+// that carries credentials.
+func checkOTLPEndpoint(s, protocol string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Host == "" || u.Opaque != "":
+		return fmt.Sprintf("must be empty (no tracing) or a collector's URL such as http://127.0.0.1:4318 (plaintext) or https://collector.example.com:4318 (TLS), got %q", shorten(s))
+	case u.User != nil:
+		return "must not carry credentials: send them in tracing.headers"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("scheme must be http (plaintext) or https (TLS), got %q", u.Scheme)
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Sprintf("must have no query or fragment, got %q", s)
+	case protocol == OTLPGRPC && u.Path != "" && u.Path != "/":
+		return fmt.Sprintf("has a path (%s), which OTLP over gRPC does not use: give scheme, host and port, such as http://127.0.0.1:4317", u.Path)
+	}
+	if _, err := strconv.ParseUint(cmp.Or(u.Port(), "0"), 10, 16); err != nil {
+		return fmt.Sprintf("port must be a number from 0 to 65535, got %q", u.Port())
+	}
+	return ""
+}
+
+// headerName is an HTTP header field name (RFC 9110 token).
+var headerName = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
+
+// Bounds on tracing.headers.
+const (
+	maxTraceHeaders     = 32
+	maxTraceHeaderValue = 4096
+)
+
+// traceHeaders reads tracing.headers: names are header names, and values,
+// which may be secrets, are never repeated in a problem.
+func (l *loader) traceHeaders(path string, n *yaml.Node) map[string]string {
+	pairs, ok := l.mapping(path, n)
+	if !ok || len(pairs) == 0 {
+		return nil
+	}
+	if len(pairs) > maxTraceHeaders {
+		l.addf(path, resolve(n).Line, "at most %d headers, got %d", maxTraceHeaders, len(pairs))
+		return nil
+	}
+	out := map[string]string{}
+	seen := map[string]string{}
+	for _, p := range pairs {
+		lower := strings.ToLower(p.key)
+		switch {
+		case !headerName.MatchString(p.key):
+			l.addf(p.path, p.keyNode.Line, "must be named as an HTTP header (letters, digits and !#$%%&'*+.^_`|~-, at most 128)")
+			continue
+		case strings.HasPrefix(lower, "grpc-"):
+			l.addf(p.path, p.keyNode.Line, "grpc- headers are the gRPC transport's own")
+			continue
+		case seen[lower] != "":
+			l.addf(p.path, p.keyNode.Line, "is also %s: header names are case-insensitive", seen[lower])
+			continue
+		}
+		seen[lower] = p.key
+		v, vok := l.text(p.path, p.val)
+		switch {
+		case !vok:
+		case len(v) > maxTraceHeaderValue:
+			l.addf(p.path, resolve(p.val).Line, "must be at most %d bytes, got %d", maxTraceHeaderValue, len(v))
+		case strings.ContainsFunc(v, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }):
+			l.addf(p.path, resolve(p.val).Line, "must hold no control character (a line break would split the header)")
+		default:
+			out[p.key] = v
+		}
+	}
+	return out
 }
 
 // checkNATSURL accepts "" (the in-process bus) or a comma-separated list of

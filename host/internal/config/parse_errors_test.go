@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk, approvals, metrics"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk, approvals, metrics, tracing"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -368,6 +368,35 @@ func TestParseProblems(t *testing.T) {
 			nil, []string{
 				`metrics.port: unknown key; known keys are listen (line 1)`,
 				`metrics.listen: must be host:port such as 127.0.0.1:8080, got "ninety" (line 1)`,
+			}},
+		{"tracing", "tracing:\n  otlp_endpoint: collector:4317\n  otlp_protocol: thrift\n  sample_ratio: 1.5\n  service_name: \"\"\n  exporter: otlp\n",
+			nil, []string{
+				`tracing.otlp_endpoint: must be empty (no tracing) or a collector's URL such as http://127.0.0.1:4318 (plaintext) or https://collector.example.com:4318 (TLS), got "collector:4317" (line 2)`,
+				`tracing.otlp_protocol: must be grpc or http/protobuf, got "thrift" (line 3)`,
+				`tracing.sample_ratio: must be between 0 (record no trace the host starts) and 1 (every one), got 1.5 (line 4)`,
+				`tracing.service_name: must be 1 to 255 characters, none a control character, got "" (line 5)`,
+				`tracing.exporter: unknown key; known keys are otlp_endpoint, otlp_protocol, headers, sample_ratio, service_name (line 6)`,
+			}},
+		{"tracing endpoint", "tracing: {otlp_endpoint: \"ftp://collector:21\"}\n",
+			nil, []string{`tracing.otlp_endpoint: scheme must be http (plaintext) or https (TLS), got "ftp" (line 1)`}},
+		{"tracing endpoint with credentials", "tracing: {otlp_endpoint: \"https://user:s3cret@collector:4318\"}\n",
+			nil, []string{`tracing.otlp_endpoint: must not carry credentials: send them in tracing.headers (line 1)`}},
+		{"tracing endpoint path over grpc", "tracing: {otlp_endpoint: \"http://collector:4317/v1/traces\", otlp_protocol: grpc}\n",
+			nil, []string{`tracing.otlp_endpoint: has a path (/v1/traces), which OTLP over gRPC does not use: give scheme, host and port, such as http://127.0.0.1:4317 (line 1)`}},
+		{"tracing from env", "",
+			map[string]string{"CAPGATE_TRACING_SAMPLE_RATIO": "half", "CAPGATE_TRACING_OTLP_ENDPOINT": "http://collector:99999"},
+			[]string{
+				`tracing.otlp_endpoint: port must be a number from 0 to 65535, got "99999" (from CAPGATE_TRACING_OTLP_ENDPOINT)`,
+				`tracing.sample_ratio: must be a number, got "half" (from CAPGATE_TRACING_SAMPLE_RATIO)`,
+			}},
+		// A header's value may be a secret: no problem repeats it.
+		{"tracing headers", "tracing:\n  headers:\n    \"bad name\": x\n    grpc-timeout: 1s\n    Authorization: \"Bearer s3cret\\r\\nX-Evil: 1\"\n    authorization: again\n    x-list: [a]\n",
+			nil, []string{
+				`tracing.headers["bad name"]: must be named as an HTTP header (letters, digits and !#$%&'*+.^_` + "`" + `|~-, at most 128) (line 3)`,
+				`tracing.headers.grpc-timeout: grpc- headers are the gRPC transport's own (line 4)`,
+				`tracing.headers.Authorization: must hold no control character (a line break would split the header) (line 5)`,
+				`tracing.headers.authorization: is also Authorization: header names are case-insensitive (line 6)`,
+				`tracing.headers.x-list: must be a string, got a list (line 7)`,
 			}},
 		{"limits counter", "limits:\n  redis_url: http://cache:6379\n  on_redis_error: maybe\n",
 			nil, []string{

@@ -36,6 +36,9 @@ func TestReferenceLoads(t *testing.T) {
 	if got := cfg.Plugins[2].Config["connection"]; cfg.Plugins[2].Name != "llm" || got != "local" {
 		t.Errorf("plugins[2] is %s, config.connection = %v; want the llm plugin's", cfg.Plugins[2].Name, got)
 	}
+	if tr := cfg.Tracing; tr.OTLPEndpoint != "http://127.0.0.1:4318" || tr.OTLPProtocol != OTLPHTTP || tr.Headers["Authorization"] != "Bearer none" {
+		t.Errorf("tracing = %+v", tr)
+	}
 	if got := cfg.Plugins[3].Config["Region"]; got != "eu-west-1" {
 		t.Errorf("plugins[3].config.Region = %v", got)
 	}
@@ -54,7 +57,7 @@ func TestReferenceLoads(t *testing.T) {
 		}
 		mentions = append(mentions, leaf+":", s.Env(), "Default: "+def)
 	}
-	for _, keys := range [][]string{topKeys, httpKeys, logKeys, searchKeys, eventsKeys, tokenKeys, pluginKeys, limitsKeys, rateKeys, riskKeys} {
+	for _, keys := range [][]string{topKeys, httpKeys, logKeys, searchKeys, eventsKeys, tokenKeys, pluginKeys, limitsKeys, rateKeys, riskKeys, tracingKeys} {
 		for _, k := range keys {
 			mentions = append(mentions, k+":")
 		}
