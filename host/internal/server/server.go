@@ -102,6 +102,8 @@ type Options struct {
 	// Observe, when set, is told of every MCP request (the host's
 	// metrics; see mcp.Options.Observe).
 	Observe func(mcp.Operation)
+	// Console serves the admin console at ConsolePath; nil serves none.
+	Console http.Handler
 }
 
 // Server is capgate's HTTP server: the MCP endpoint and a health check.
@@ -185,6 +187,7 @@ func New(opts Options) *Server {
 		return s.approvalsOnly(true, s.decideApproval)(c)
 	})
 	s.routeInventory(e)
+	s.routeConsole(e)
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
 	e.GET(LivePath, s.live)
