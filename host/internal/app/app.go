@@ -279,7 +279,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		return nil, err
 	}
 
-	srv := server.New(server.Options{
+	sopts := server.Options{
 		Enabled:         cfg.Enabled,
 		Addr:            cfg.Listen,
 		Version:         opts.Version,
@@ -298,7 +298,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Inventory:       newInventory(gov, plugins, cfg),
 		Logger:          log,
 		Observe:         observe,
-	})
+	}
+	if sopts.Console, err = newConsole(ctx, sopts, gov, tokens, appr); err != nil {
+		return nil, err
+	}
+	srv := server.New(sopts)
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,
 		approvals: desk, metrics: met, metricsLn: metricsLn,
 		readSum: fileSum(cfg.File)}, nil
