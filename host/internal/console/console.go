@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -344,7 +345,15 @@ func safeNext(next string) bool {
 		return false
 	}
 	u, err := url.Parse(next)
-	return err == nil && u.Scheme == "" && u.Host == "" && u.User == nil && strings.HasPrefix(u.Path, base+"/")
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
+		return false
+	}
+	// No dot segments: the redirect would resolve them out of the console.
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == u.Path && strings.HasPrefix(clean, base+"/")
 }
 
 // remoteIP is the address sign-in failures are counted against.
