@@ -573,7 +573,7 @@ func TestFormsAreThisSessions(t *testing.T) {
 		if st := r.sw.Actions(); st.Enabled || st.ChangedBy != "ops" {
 			t.Fatalf("switch %+v; want off, by the session's token label", st)
 		}
-		wantBody(t, r.do(req{target: "/admin/actions?done=off", cookie: ops}), http.StatusOK, "Actions are off on every replica", `data-enabled="false"`)
+		wantBody(t, r.do(req{target: "/admin/actions?done=off", cookie: ops}), http.StatusOK, "Actions are off on every replica", `data-enabled="false"`, "set by ops at 20")
 	})
 }
 
@@ -678,6 +678,9 @@ func TestPagesShowTheAPI(t *testing.T) {
 		t.Run(tc.target, func(t *testing.T) {
 			wantBody(t, r.do(req{target: tc.target, cookie: ops}), tc.status, tc.says...)
 		})
+	}
+	if b := r.do(req{target: "/admin/actions", cookie: ops}).Body.String(); strings.Contains(b, " at  UTC") || strings.Contains(b, "at UTC") {
+		t.Error("the switch, never thrown, is said to have been set at no time")
 	}
 	if !strings.Contains(r.do(req{target: "/admin/tokens", cookie: ops}).Body.String(), `<span class="badge you">you</span>`) {
 		t.Error("the tokens page does not mark the signed-in token")
