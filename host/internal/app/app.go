@@ -65,6 +65,9 @@ type App struct {
 	// metrics and metricsLn serve metrics.listen; nil when it is off.
 	metrics   *metrics.Metrics
 	metricsLn net.Listener
+	// tracing exports the host's and the plugins' spans; nil when it is
+	// off.
+	tracing *tracing
 }
 
 // Options are what the configuration file does not say.
@@ -162,9 +165,18 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 				"plugin", p.Name, "config", fmt.Sprintf("plugins[%d].env", i), "variables", strings.Join(p.EnvMissing, ", "))
 		}
 	}
+	tr, err := openTracing(ctx, cfg, opts.Version, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			tr.shutdown()
+		}
+	}()
 	plugins, err := pluginhost.Start(ctx, specs, pluginhost.Options{
 		DataDir: cfg.DataDir, HostVersion: opts.Version, Logger: log, StartTimeout: opts.PluginStartTimeout,
-		Events: bus, MaxResults: cfg.MaxResults, MaxResultBytes: cfg.MaxResultBytes,
+		Events: bus, MaxResults: cfg.MaxResults, MaxResultBytes: cfg.MaxResultBytes, Tracing: tr.forPlugins(),
 	})
 	if err != nil {
 		return nil, err
@@ -249,7 +261,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	})
 	tokens := auth.New(cfg.Tokens)
 	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, log: log, ttl: cfg.Approvals.TTL, fourEyes: cfg.Approvals.FourEyes, bus: bus, aud: aud, wake: make(chan struct{}, 1)}
-	gate.UseApprover(desk)
+	gate.UseApprover(tr.approver(desk))
 	confirmer, err := openConfirmer(ctx, cfg, appr)
 	if err != nil {
 		return nil, err
@@ -271,7 +283,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}
 	// Plugins calling capabilities for their caller (llm.ask searching the
 	// catalogue) go through this same gate.
-	plugins.SetGate(gate)
+	plugins.SetGate(tr.gate(gate))
 	warnUnusable(log, cfg, reg)
 	// Everything is registered: plugins may now reach each other through
 	// the host (the search plugin syncs its index from the providers).
@@ -298,13 +310,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Inventory:       newInventory(gov, plugins, cfg),
 		Logger:          log,
 		Observe:         observe,
+		Tracing:         tr.forMCP(gate),
 	}
 	if sopts.Console, err = newConsole(ctx, sopts, gov, tokens, appr); err != nil {
 		return nil, err
 	}
 	srv := server.New(sopts)
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,
-		approvals: desk, metrics: met, metricsLn: metricsLn,
+		approvals: desk, metrics: met, metricsLn: metricsLn, tracing: tr,
 		readSum: fileSum(cfg.File)}, nil
 }
 
@@ -418,6 +431,8 @@ func (a *App) stop() {
 		_ = a.metricsLn.Close()
 	}
 	a.plugins.Stop()
+	// The plugins have answered their last calls, and sent their spans.
+	a.tracing.shutdown()
 	if err := a.bus.Close(); err != nil {
 		a.log.Warn("closing the event bus", "err", err)
 	}

@@ -9,7 +9,10 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // nopWriter is a ResponseWriter that keeps nothing, so the benchmarks
@@ -71,5 +74,40 @@ func BenchmarkInvoke(b *testing.B) {
 		if _, err := d.Invoke(ctx, mcptest.Alice, mcptest.EchoName, args); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkServeTraced is BenchmarkServe's tools/call with tracing on,
+// every request recorded (the spans go nowhere): what tracing adds to a
+// request, the gate's span included.
+func BenchmarkServeTraced(b *testing.B) {
+	d := mcptest.NewEcho()
+	tp := sdktrace.NewTracerProvider()
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tracer := tp.Tracer("bench")
+	h := New(d, Options{Logger: slogTo(io.Discard), Tracing: &Tracing{
+		Tracer: tracer,
+		Invoke: func(ctx context.Context, p dispatch.Principal, name string, args json.RawMessage) (json.RawMessage, error) {
+			ctx, span := tracer.Start(ctx, "gate "+name)
+			defer span.End()
+			return d.Invoke(ctx, p, name, args)
+		},
+	}})
+	msg := rpc{method: "tools/call", id: 1, params: map[string]any{"name": mcptest.EchoName, "arguments": map[string]any{"query": "widget"},
+		"_meta": map[string]any{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}
+	body := msg.encode(Version20250618)
+	rd := bytes.NewReader(body)
+	r := httptest.NewRequest(http.MethodPost, "/api/v1/mcp", nil)
+	r.Header = msg.headers(Version20250618)
+	r.Body = io.NopCloser(rd)
+	r.ContentLength = int64(len(body))
+	w := &nopWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		rd.Reset(body)
+		h.Serve(w, r, mcptest.Alice)
+	}
+	if w.status != http.StatusOK {
+		b.Fatalf("status %d", w.status)
 	}
 }

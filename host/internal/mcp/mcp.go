@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
@@ -55,6 +57,9 @@ type Options struct {
 	// Observe, when set, is told of every JSON-RPC request answered (the
 	// host's metrics), on the request's goroutine: it must be cheap.
 	Observe func(Operation)
+	// Tracing, when set, traces every JSON-RPC request answered; nil
+	// traces none, at no cost.
+	Tracing *Tracing
 }
 
 // Handler serves MCP over Streamable HTTP, statelessly, for principals the
@@ -73,6 +78,7 @@ type Handler struct {
 	log          *slog.Logger
 	running      running // requests a notifications/cancelled may cancel
 	observe      func(Operation)
+	tracing      *Tracing // nil: no request is traced
 
 	serverInfo   []byte // {"name":...,"version":...}
 	capabilities []byte // the server capabilities object
@@ -101,6 +107,9 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 		timeout:      opts.RequestTimeout,
 		log:          opts.Logger,
 		observe:      opts.Observe,
+	}
+	if opts.Tracing != nil && opts.Tracing.Tracer != nil {
+		h.tracing = opts.Tracing
 	}
 	h.records = newRecordSet(h.reg, opts.Records)
 	if h.maxBody <= 0 {
@@ -191,6 +200,11 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p dispatch.Princ
 	out := getBuf()
 	defer putBuf(out)
 	ctx, cancel := r.Context(), context.CancelFunc(nil)
+	if h.tracing != nil {
+		// The transport's trace context: the parent of requests whose
+		// _meta carries none.
+		ctx = w3c.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
 	if h.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, h.timeout)
 	} else {

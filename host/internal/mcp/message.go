@@ -224,6 +224,9 @@ type requestMeta struct {
 	protocolVersion []byte
 	capabilities    []byte
 	idempotencyKey  []byte
+	// traceparent and tracestate are the caller's W3C trace context, which
+	// the request's span continues.
+	traceparent, tracestate []byte
 }
 
 // Keys of the 2026-07-28 per-request _meta fields.
@@ -246,6 +249,10 @@ func parseMeta(raw []byte, rm *requestMeta) bool {
 			rm.capabilities = mb.val
 		case mb.is(dispatch.MetaIdempotencyKey):
 			rm.idempotencyKey = mb.val
+		case mb.is("traceparent"):
+			rm.traceparent = mb.val
+		case mb.is("tracestate"):
+			rm.tracestate = mb.val
 		}
 	}
 	return !it.bad

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capgate/capgate/internal/dispatch"
 )
 
@@ -121,15 +123,25 @@ func (c *call) batch(body, out []byte) (int, []byte) {
 	return http.StatusOK, append(out, ']')
 }
 
-// request answers one JSON-RPC request, and tells the observer of it.
+// request answers one JSON-RPC request, and tells the observer and the
+// tracer of it.
 func (c *call) request(m *message, out []byte) (int, []byte) {
-	if c.h.observe == nil {
+	if c.h.observe == nil && c.h.tracing == nil {
 		return c.answer(m, out)
 	}
 	start, before := time.Now(), len(out)
 	c.tool = ""
+	if c.h.tracing != nil {
+		outer := c.ctx
+		var span trace.Span
+		c.ctx, span = c.startSpan(m)
+		defer func() { c.ctx = outer }()
+		defer func() { c.endSpan(span, m, out[before:]) }()
+	}
 	status, out := c.answer(m, out)
-	c.observe(m, out[before:], start)
+	if c.h.observe != nil {
+		c.observe(m, out[before:], start)
+	}
 	return status, out
 }
 
@@ -436,6 +448,9 @@ func (c *call) invoke(name string, args []byte) (res json.RawMessage, err error)
 			res, err = nil, &panicError{value: v, stack: debug.Stack()}
 		}
 	}()
+	if t := c.h.tracing; t != nil && t.Invoke != nil {
+		return t.Invoke(c.ctx, c.p, name, args)
+	}
 	return c.h.d.Invoke(c.ctx, c.p, name, args)
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -36,6 +37,9 @@ type inflightCall struct {
 	// origin is what the plugin's nested calls carry: the call's own
 	// origin, with the call as their parent in the audit trail.
 	origin dispatch.Origin
+	// span is the host's span of the call, when it is traced: its nested
+	// calls stay in its trace.
+	span trace.SpanContext
 }
 
 func (f *inflight) add(id string, c inflightCall) {
@@ -88,6 +92,7 @@ func (h hostService) Invoke(ctx context.Context, req *capgatev1.HostServiceInvok
 	}
 	ctx = context.WithValue(ctx, depthKey{}, parent.depth+1)
 	ctx = dispatch.WithOrigin(ctx, parent.origin)
+	ctx = nestedParent(ctx, parent, req.TraceContext)
 	res, err := (*g).Invoke(ctx, parent.principal, req.Capability, json.RawMessage(req.Arguments))
 	resp, rerr := pluginwire.NestedResponse(ctx, req.Capability, res, err)
 	if rerr != nil && status.Code(rerr) == codes.Internal {

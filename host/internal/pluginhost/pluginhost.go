@@ -86,6 +86,9 @@ type Options struct {
 	// MaxResultBytes is the largest result one call may return; a larger
 	// one fails the call. 0 means DefaultMaxResultBytes.
 	MaxResultBytes int
+	// Tracing traces every call to a plugin, in the plugin too; nil
+	// traces none.
+	Tracing *Tracing
 }
 
 // Plugin is one configured plugin: its name and description, which stay
@@ -102,6 +105,10 @@ type Plugin struct {
 	state    atomic.Pointer[Health]   // what Health reports
 	active   atomic.Int64             // calls in flight
 	inflight inflight                 // callers of the calls in progress, for nested calls
+
+	// spanWarned is when a problem with the plugin's spans was last logged
+	// (unix nanoseconds).
+	spanWarned atomic.Int64
 
 	started  atomic.Bool // Host.Start has started it: a restarted process is started too
 	stopping atomic.Bool

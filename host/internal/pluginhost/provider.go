@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,20 +30,33 @@ func (h *Host) Providers() map[string]dispatch.Provider {
 
 // Invoke runs an admitted call in the plugin, its ownership step included,
 // in one round trip.
-func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage, error) {
+func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (res json.RawMessage, err error) {
 	inst, err := p.acquire()
 	if err != nil {
 		return nil, err
 	}
 	defer p.active.Add(-1)
 	id := strconv.FormatUint(callSeq.Add(1), 36)
+	var span trace.Span
+	if t := p.opts.Tracing; t != nil {
+		ctx, span = p.startCall(ctx, t, id, r)
+		defer func() { endCall(span, err) }()
+	}
 	// While the call runs, the plugin may call back through the gate as the
 	// caller.
 	origin := r.Origin
 	origin.ParentID = r.CallID
-	p.inflight.add(id, inflightCall{principal: r.Principal, depth: nestedDepth(ctx), origin: origin})
+	c := inflightCall{principal: r.Principal, depth: nestedDepth(ctx), origin: origin}
+	if span != nil {
+		c.span = span.SpanContext()
+	}
+	p.inflight.add(id, c)
 	defer p.inflight.remove(id)
-	res, err := inst.calls.Invoke(ctx, id, r)
+	if span != nil {
+		res, err = p.invokeTraced(ctx, p.opts.Tracing, span, inst, id, r)
+	} else {
+		res, err = inst.calls.Invoke(ctx, id, r)
+	}
 	var (
 		te      *dispatch.ToolError
 		refusal *dispatch.Refusal

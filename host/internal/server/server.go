@@ -102,6 +102,9 @@ type Options struct {
 	// Observe, when set, is told of every MCP request (the host's
 	// metrics; see mcp.Options.Observe).
 	Observe func(mcp.Operation)
+	// Tracing, when set, traces every MCP request (see mcp.Tracing); nil
+	// traces none.
+	Tracing *mcp.Tracing
 	// Console serves the admin console at ConsolePath; nil serves none.
 	Console http.Handler
 }
@@ -156,6 +159,7 @@ func New(opts Options) *Server {
 		Records:        opts.Records,
 		Logger:         opts.Logger,
 		Observe:        opts.Observe,
+		Tracing:        opts.Tracing,
 	})
 	endpoint := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		// Bounded before the body is read: the requests held at once,
