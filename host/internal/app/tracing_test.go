@@ -380,3 +380,36 @@ func TestTracingOffExportsNothing(t *testing.T) {
 		t.Errorf("%d spans exported with tracing off", len(spans))
 	}
 }
+
+// TestHeldCallSpan: a call held for a human is traced to the gate, whose
+// span says it was held and under which approval, and no further: nothing
+// ran in the plugin. A request without any trace context starts a trace.
+func TestHeldCallSpan(t *testing.T) {
+	recv, addr := grpcReceiver(t)
+	cfg := approvalsConfig(t, t.TempDir(), "")
+	cfg.Tracing = config.Tracing{OTLPEndpoint: "http://" + addr, OTLPProtocol: config.OTLPGRPC, SampleRatio: 1, ServiceName: "capgate"}
+	_, host, stop := serveApp(t, cfg, nil)
+	out, msg := mcpTool(t, host, "govern-token-1", "booking.cancel", aliceBooking(t, host, "govern-token-1"))
+	if msg != "" || out["status"] != "pending_approval" {
+		t.Fatalf("booking.cancel: %v %q; want it held", out, msg)
+	}
+	stop()
+	spans, _ := recv.received()
+	var gates []span
+	for _, s := range spans {
+		switch {
+		case s.Name == "gate booking.cancel":
+			gates = append(gates, s)
+		case s.Name == "execute_tool booking.cancel":
+			t.Errorf("a held call reached the plugin: %s (%s)", s.Name, s.service)
+		}
+	}
+	if len(gates) != 1 {
+		t.Fatalf("%d gate spans for booking.cancel; want 1", len(gates))
+	}
+	wantAttrs(t, gates[0], map[string]string{"capgate.gate.decision": "admitted", "capgate.gate.outcome": "held", "capgate.approval_id": out["approval_id"].(string)})
+	req := treeOf(t, byTrace(spans)[hex.EncodeToString(gates[0].TraceId)]).one("tools/call booking.cancel", tracepb.Span_SPAN_KIND_SERVER, "capgate")
+	if len(req.ParentSpanId) != 0 {
+		t.Errorf("the request hangs from %x; a request with no trace context starts one", req.ParentSpanId)
+	}
+}
