@@ -72,14 +72,6 @@ func openTracing(ctx context.Context, cfg *config.Config, version string, log *s
 	if tc.OTLPEndpoint == "" {
 		return nil, nil
 	}
-	client, err := otlpClient(tc)
-	if err != nil {
-		return nil, fmt.Errorf("tracing.otlp_endpoint: %w", err)
-	}
-	exporter, err := otlptrace.New(ctx, client)
-	if err != nil {
-		return nil, fmt.Errorf("tracing.otlp_endpoint: %w", err)
-	}
 	res, err := resource.New(ctx, resource.WithAttributes(
 		attribute.String("service.name", tc.ServiceName),
 		attribute.String("service.version", version),
@@ -87,6 +79,14 @@ func openTracing(ctx context.Context, cfg *config.Config, version string, log *s
 	))
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	client, err := otlpClient(tc)
+	if err != nil {
+		return nil, fmt.Errorf("tracing.otlp_endpoint: %w", err)
+	}
+	exporter, err := otlptrace.New(ctx, client)
+	if err != nil {
+		return nil, fmt.Errorf("tracing.otlp_endpoint: %w", err)
 	}
 	limits := sdktrace.NewSpanLimits()
 	// Some values are a caller's (a resource URI, a request id): bounded.
