@@ -108,6 +108,15 @@
 // OnStart through Env.Catalogue, Env.Documents and Env.Record, and follows
 // changes with Env.Subscribe in a goroutine that OnClose stops.
 //
+// # Traces
+//
+// When the host traces a call, the handler's context carries a span the
+// SDK started under the host's: spans started from it (through
+// trace.SpanFromContext(ctx).TracerProvider(), or OpenTelemetry's global
+// provider, which Serve sets) nest under the call, go back to the host with
+// the call's answer and are exported with the host's. A plugin needs no
+// exporter of its own, and records nothing when the host does not trace.
+//
 // # Testing
 //
 // Package sdktest runs a plugin in-process exactly as the host runs it,
