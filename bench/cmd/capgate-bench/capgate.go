@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,12 +50,18 @@ type capgateConfig struct {
 	// Audit and Limits are the governance the capgate rows run with.
 	Audit  *auditConfig  `yaml:"audit,omitempty"`
 	Limits *limitsConfig `yaml:"limits,omitempty"`
-	// Metrics is set by the metrics variant only.
+	// Metrics is set by the metrics variant only, Tracing by the traced
+	// one.
 	Metrics *metricsConfig `yaml:"metrics,omitempty"`
+	Tracing *tracingConfig `yaml:"tracing,omitempty"`
 }
 
 type metricsConfig struct {
 	Listen string `yaml:"listen"`
+}
+
+type tracingConfig struct {
+	Endpoint string `yaml:"otlp_endpoint"`
 }
 
 type tokenConfig struct {
@@ -120,6 +128,31 @@ func governed(c capgateConfig) capgateConfig {
 	c.Audit, c.Limits = nil, &limitsConfig{Default: rateConfig{Rate: benchLimit}}
 	return c
 }
+
+// withTraces is c with every call traced (sample ratio 1, the default)
+// and exported over OTLP/HTTP to otlpSink, which takes and drops them:
+// the host pays for its spans, the plugin's and their export.
+func withTraces(c capgateConfig) capgateConfig {
+	c.Tracing = &tracingConfig{Endpoint: otlpSink()}
+	return c
+}
+
+// otlpSink is the URL of an OTLP/HTTP receiver in this process that
+// answers every export with success and keeps nothing; it starts on first
+// use.
+var otlpSink = sync.OnceValue(func() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "http://127.0.0.1:1" // nothing listens: exports fail, calls do not
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String()
+})
 
 // withMetrics is c with Prometheus metrics on, on a port of their own
 // that nothing scrapes during the runs: what counting every call costs.

@@ -15,6 +15,7 @@ func TestBenchConfigLoads(t *testing.T) {
 	validate(t, cfg)
 	validate(t, governed(cfg)) // the governed row's: audit on, a rate limit
 	validate(t, withMetrics(cfg))
+	validate(t, withTraces(cfg))
 	if !cfg.Enabled || cfg.Listen != "127.0.0.1:18080" {
 		t.Errorf("enabled, listen = %v, %q", cfg.Enabled, cfg.Listen)
 	}

@@ -28,20 +28,22 @@ const (
 	// counts it against a rate limit, next to keyCapgate's, which does
 	// neither.
 	keyGoverned = "governed"
-	// keyMetrics is hello.greet from a capgate counting it in its metrics.
+	// keyMetrics is hello.greet from a capgate counting it in its metrics,
+	// keyTraced from one tracing it.
 	keyMetrics = "metrics"
+	keyTraced  = "traced"
 	// keySearch (search.go) selects the search rows.
 )
 
 // allKeys are the servers -only accepts.
-var allKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch, keyReplicas}
+var allKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyTraced, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch, keyReplicas}
 
 // defaultKeys are the servers run without -only: the replicas rows
 // (replicas.go) need PostgreSQL and NATS, so they are opt-in.
-var defaultKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
+var defaultKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyTraced, keyEcho, keyGoSDK, keyMCPGo, keyBooking, keySearch}
 
 // greetKeys are the rows of the main table.
-var greetKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
+var greetKeys = []string{keyCapgate, keyGoverned, keyMetrics, keyTraced, keyEcho, keyGoSDK, keyMCPGo, keyBooking}
 
 // rowKeys are the rows the selected servers produce: keySearch has two.
 func rowKeys(selected []string) []string {

@@ -122,7 +122,7 @@ func report(w io.Writer, env environment, rows map[string]*row, selected []strin
 		}
 		writeRow(tw, env, name, what, r, baseRPS)
 	}
-	for _, k := range []string{keyCapgate, keyGoverned, keyMetrics, keyEcho, keyGoSDK, keyMCPGo} {
+	for _, k := range []string{keyCapgate, keyGoverned, keyMetrics, keyTraced, keyEcho, keyGoSDK, keyMCPGo} {
 		line(k)
 	}
 	if slices.Contains(selected, keyBooking) {

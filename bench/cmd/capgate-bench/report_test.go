@@ -120,6 +120,16 @@ func TestVariantLine(t *testing.T) {
 	if line := variantLine(met, rows, allKeys, pairs(keyGoverned, 2, 2, 2)); !strings.Contains(line, "by round: 0.99, 0.96, 0.98") {
 		t.Errorf("metrics judged on the governed pairs: %s", line)
 	}
+	// The traced variant is reported, never judged.
+	tr, _ := variantOf(keyTraced)
+	rows[keyTraced] = runs(50, 50, 50)
+	if line := variantLine(tr, rows, allKeys, pairs(keyTraced, 0.5, 0.6, 0.7)); !strings.HasPrefix(line, "INFO  tracing every call: capgate traced ÷ capgate, in 3 interleaved pairs") ||
+		!strings.Contains(line, "median 0.600×") {
+		t.Errorf("traced line: %s", line)
+	}
+	if line := variantLine(tr, rows, allKeys, environment{}); !strings.HasPrefix(line, "INFO") {
+		t.Errorf("traced line by round: %s", line)
+	}
 	env := pairs(keyGoverned)
 	env.pairsErr[keyGoverned] = errors.New("wrk: exit 1")
 	broken := variantLine(gov, rows, allKeys, env)
