@@ -69,6 +69,7 @@ run: build
 	@echo "  demo-service  customer, scope action, no user"
 	@echo "  demo-guest    guest,    scope read,   no user"
 	@echo "  demo-admin    admin,    scope admin,  user ops"
+	@echo "admin console: http://$${CAPGATE_LISTEN:-127.0.0.1:8080}/admin/ (sign in with demo-admin)"
 	@echo
 	$(BIN)/capgate serve -c $(CONFIG)
 
