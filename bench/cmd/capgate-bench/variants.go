@@ -162,6 +162,7 @@ func variantLine(v variant, rows map[string]*row, selected []string, env environ
 	if v.target == 0 {
 		// Reported, not judged.
 		byRound = strings.Replace(byRound, "PASS  ", "INFO  ", 1)
+		byRound = strings.Replace(byRound, " (needs ≥ 0.00×)", "", 1)
 	}
 	pairs := env.pairs[v.key]
 	switch {
