@@ -125,6 +125,11 @@ var settings = []setting{
 	{"approvals", false, func(c *config.Config) any { return c.Approvals }},
 	{"metrics", false, func(c *config.Config) any { return c.Metrics }},
 	{"tracing", false, func(c *config.Config) any { return c.Tracing }},
+	// The OAuth resource server holds its issuer's keys and publishes its
+	// metadata from these settings; the roles it maps tokens to are
+	// checked as they stand at each request, so a reload of roles still
+	// reaches OAuth principals.
+	{"auth.oauth", false, func(c *config.Config) any { return c.Auth }},
 	{"enabled", false, func(c *config.Config) any { return c.Enabled }},
 	{"listen", false, func(c *config.Config) any { return c.Listen }},
 	{"data_dir", false, func(c *config.Config) any { return c.DataDir }},

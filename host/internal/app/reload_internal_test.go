@@ -53,6 +53,8 @@ func nonZero(t *testing.T, typ reflect.Type) reflect.Value {
 		t.Fatalf("%s has no exported field to change", typ)
 	case reflect.Array:
 		v.Index(0).Set(nonZero(t, typ.Elem()))
+	case reflect.Pointer:
+		v.Set(reflect.New(typ.Elem()))
 	default:
 		t.Fatalf("no non-zero value for %s", typ)
 	}

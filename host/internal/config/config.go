@@ -97,6 +97,7 @@ type Config struct {
 	Approvals      Approvals
 	Metrics        Metrics
 	Tracing        Tracing
+	Auth           Auth
 	// ActionsEnabled is false when the operator has switched every action
 	// off (the kill switch); reads carry on.
 	ActionsEnabled bool
@@ -241,6 +242,61 @@ type Tracing struct {
 	// ServiceName is the service.name of the host's spans; a plugin's are
 	// ServiceName-plugin-<name>.
 	ServiceName string
+}
+
+// Auth configures how callers authenticate besides the static tokens.
+type Auth struct {
+	// OAuth, when set (auth.oauth.issuer is not empty), accepts OAuth 2.1
+	// access tokens, JWTs an authorization server signs for this
+	// resource; nil accepts none.
+	OAuth *OAuth
+}
+
+// OAuth configures capgate as an OAuth 2.1 resource server (MCP
+// authorization): it validates JWT access tokens with the issuer's
+// published keys and maps their claims to a principal.
+type OAuth struct {
+	// Issuer is the authorization server's issuer identifier, the value
+	// every token's iss must equal.
+	Issuer string
+	// Resource is this server's resource identifier (RFC 8707, RFC 9728):
+	// the canonical URL of the MCP endpoint, published in the protected
+	// resource metadata.
+	Resource string
+	// Audience is the aud a token must hold; Resource unless set.
+	Audience string
+	// JWKSURL is where the issuer's keys are published; empty finds it in
+	// the issuer's metadata (RFC 8414, then OpenID Connect discovery).
+	JWKSURL string
+	// Algorithms are the JWS algorithms accepted, all asymmetric.
+	Algorithms []string
+	// ClockSkew is the leeway on exp, nbf and iat.
+	ClockSkew time.Duration
+	// JWKSRefreshInterval is the longest the keys are kept before they are
+	// fetched again; JWKSMinRefreshInterval the shortest time between two
+	// fetches, however many tokens name a key not yet known.
+	JWKSRefreshInterval    time.Duration
+	JWKSMinRefreshInterval time.Duration
+	// UserClaim names the claim holding the user id; RoleClaim the claim
+	// holding the role (empty: every token gets DefaultRole).
+	UserClaim string
+	RoleClaim string
+	// DefaultRole is the role of a token without a role claim.
+	DefaultRole string
+	// Scopes are the OAuth scopes granting each capgate scope; an empty
+	// one is granted by no scope.
+	Scopes OAuthScopes
+	// ScopesSupported are the scopes published in the metadata and asked
+	// for in a 401's challenge.
+	ScopesSupported []string
+	// ResourceName is the resource_name published in the metadata.
+	ResourceName string
+}
+
+// OAuthScopes names the OAuth scope that grants each capgate scope. A
+// broader one implies the narrower: admin grants action and read.
+type OAuthScopes struct {
+	Read, Action, Admin string
 }
 
 // The protocols tracing.otlp_protocol names.

@@ -211,6 +211,7 @@ default_role: viewer
 packs: {booking: false, search: true}
 http: {max_body_bytes: 5, request_timeout: 5s, shutdown_timeout: 5s}
 log: {level: error, format: text}
+auth: {oauth: {issuer: "https://file.example.com"}}
 `
 	tests := []struct {
 		env   string
@@ -254,6 +255,22 @@ log: {level: error, format: text}
 		{"CAPGATE_PACKS_SEARCH", "false", func(c *Config) bool { return !c.Packs["search"] }},
 		{"CAPGATE_PACKS_CRM_SYNC", "1", func(c *Config) bool { return c.Packs["crm_sync"] }},
 		{"CAPGATE_MAX_RESULTS", "", func(c *Config) bool { return c.MaxResults == 5 }},
+		{"CAPGATE_AUTH_OAUTH_ISSUER", "https://env.example.com", func(c *Config) bool { return c.Auth.OAuth.Issuer == "https://env.example.com" }},
+		{"CAPGATE_AUTH_OAUTH_RESOURCE", "https://c.example.com/mcp", func(c *Config) bool {
+			return c.Auth.OAuth.Resource == "https://c.example.com/mcp" && c.Auth.OAuth.Audience == "https://c.example.com/mcp"
+		}},
+		{"CAPGATE_AUTH_OAUTH_AUDIENCE", "api://capgate", func(c *Config) bool { return c.Auth.OAuth.Audience == "api://capgate" }},
+		{"CAPGATE_AUTH_OAUTH_JWKS_URL", "https://file.example.com/jwks", func(c *Config) bool { return c.Auth.OAuth.JWKSURL == "https://file.example.com/jwks" }},
+		{"CAPGATE_AUTH_OAUTH_CLOCK_SKEW", "5s", func(c *Config) bool { return c.Auth.OAuth.ClockSkew == 5*time.Second }},
+		{"CAPGATE_AUTH_OAUTH_JWKS_REFRESH_INTERVAL", "1h", func(c *Config) bool { return c.Auth.OAuth.JWKSRefreshInterval == time.Hour }},
+		{"CAPGATE_AUTH_OAUTH_JWKS_MIN_REFRESH_INTERVAL", "2s", func(c *Config) bool { return c.Auth.OAuth.JWKSMinRefreshInterval == 2*time.Second }},
+		{"CAPGATE_AUTH_OAUTH_USER_CLAIM", "email", func(c *Config) bool { return c.Auth.OAuth.UserClaim == "email" }},
+		{"CAPGATE_AUTH_OAUTH_ROLE_CLAIM", "groups", func(c *Config) bool { return c.Auth.OAuth.RoleClaim == "groups" }},
+		{"CAPGATE_AUTH_OAUTH_DEFAULT_ROLE", "admin", func(c *Config) bool { return c.Auth.OAuth.DefaultRole == "admin" }},
+		{"CAPGATE_AUTH_OAUTH_SCOPES_READ", "r", func(c *Config) bool { return c.Auth.OAuth.Scopes.Read == "r" }},
+		{"CAPGATE_AUTH_OAUTH_SCOPES_ACTION", "w", func(c *Config) bool { return c.Auth.OAuth.Scopes.Action == "w" }},
+		{"CAPGATE_AUTH_OAUTH_SCOPES_ADMIN", "", func(c *Config) bool { return c.Auth.OAuth.Scopes.Admin == "capgate:admin" }},
+		{"CAPGATE_AUTH_OAUTH_RESOURCE_NAME", "Bookings", func(c *Config) bool { return c.Auth.OAuth.ResourceName == "Bookings" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env+"="+tt.value, func(t *testing.T) {

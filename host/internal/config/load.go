@@ -159,6 +159,20 @@ var Settings = []Setting{
 	{Key: "tracing.otlp_protocol", Default: OTLPHTTP, kind: kindString, def: OTLPHTTP},
 	{Key: "tracing.sample_ratio", Default: "1", kind: kindFloat, def: 1.0},
 	{Key: "tracing.service_name", Default: "capgate", kind: kindString, def: "capgate"},
+	{Key: "auth.oauth.issuer", Default: "", kind: kindString, def: ""},
+	{Key: "auth.oauth.resource", Default: "", kind: kindString, def: ""},
+	{Key: "auth.oauth.audience", Default: "", kind: kindString, def: ""},
+	{Key: "auth.oauth.jwks_url", Default: "", kind: kindString, def: ""},
+	{Key: "auth.oauth.clock_skew", Default: "60s", kind: kindDuration, def: "60s"},
+	{Key: "auth.oauth.jwks_refresh_interval", Default: "15m", kind: kindDuration, def: "15m"},
+	{Key: "auth.oauth.jwks_min_refresh_interval", Default: "30s", kind: kindDuration, def: "30s"},
+	{Key: "auth.oauth.user_claim", Default: "sub", kind: kindString, def: "sub"},
+	{Key: "auth.oauth.role_claim", Default: "", kind: kindString, def: ""},
+	{Key: "auth.oauth.default_role", Default: "", kind: kindString, def: ""},
+	{Key: "auth.oauth.scopes.read", Default: "capgate:read", kind: kindString, def: "capgate:read"},
+	{Key: "auth.oauth.scopes.action", Default: "capgate:action", kind: kindString, def: "capgate:action"},
+	{Key: "auth.oauth.scopes.admin", Default: "capgate:admin", kind: kindString, def: "capgate:admin"},
+	{Key: "auth.oauth.resource_name", Default: "capgate", kind: kindString, def: "capgate"},
 }
 
 // DefaultHTTPMaxInFlight is http.max_in_flight's default: with the default
@@ -181,7 +195,7 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals", "metrics", "tracing"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals", "metrics", "tracing", "auth"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
@@ -193,6 +207,9 @@ var (
 	eventsKeys       = []string{"nats_url", "stream"}
 	metricsKeys      = []string{"listen"}
 	tracingKeys      = []string{"otlp_endpoint", "otlp_protocol", "headers", "sample_ratio", "service_name"}
+	authKeys         = []string{"oauth"}
+	oauthKeys        = []string{"issuer", "resource", "audience", "jwks_url", "algorithms", "clock_skew", "jwks_refresh_interval", "jwks_min_refresh_interval", "user_claim", "role_claim", "default_role", "scopes", "scopes_supported", "resource_name"}
+	oauthScopeKeys   = []string{"read", "action", "admin"}
 	tokenKeys        = []string{"token", "token_sha256", "label", "role", "scope", "user_id"}
 	limitsKeys       = []string{"default", "per_token", "roles", "capabilities", "redis_url", "on_redis_error"}
 	rateKeys         = []string{"rate", "burst"}
@@ -349,6 +366,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 			}
 		}
 	}
+	oauthLists := l.authSection(sections["auth"])
 	l.scalarSection("database", sections["database"], databaseKeys)
 	l.scalarSection("idempotency", sections["idempotency"], idempotencyKeys)
 	l.scalarSection("audit", sections["audit"], auditKeys)
@@ -373,6 +391,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	cfg.Limits, cfg.LimitsCounter = l.limits(sections["limits"], roles)
 	cfg.Risk = l.risk(sections["risk"])
 	l.resolveSettings(cfg)
+	l.oauth(cfg, oauthLists)
 	cfg.Packs = map[string]bool{}
 	for _, name := range packNames {
 		key := "packs." + name
