@@ -84,7 +84,7 @@ func TestDisabledCapability(t *testing.T) {
 // failingLimiter is a counter whose store is down.
 type failingLimiter struct{}
 
-func (failingLimiter) Allow(context.Context, string, dispatch.Rate) (bool, time.Duration, error) {
+func (failingLimiter) Allow(context.Context, dispatch.LimitKey, dispatch.Rate) (bool, time.Duration, error) {
 	return false, 0, errors.New("dial tcp 127.0.0.1:6379: connection refused")
 }
 

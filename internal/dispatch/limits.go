@@ -129,7 +129,24 @@ type Limiter interface {
 	// Allow takes one call from key's bucket under r. When the bucket is
 	// empty it takes nothing and reports how long until it could. An
 	// error means the count could not be kept; the gate then refuses.
-	Allow(ctx context.Context, key string, r Rate) (ok bool, retryAfter time.Duration, err error)
+	Allow(ctx context.Context, key LimitKey, r Rate) (ok bool, retryAfter time.Duration, err error)
+}
+
+// LimitKey names a bucket: a token's calls to one capability, or, with
+// Capability empty, all of that token's calls. A struct rather than one
+// string, so that the step, which runs on every call, builds nothing:
+// an in-process counter can key its map by it as it is.
+type LimitKey struct {
+	Token, Capability string
+}
+
+// String is the key as text, the same in every replica and version: a
+// shared counter names its buckets by it.
+func (k LimitKey) String() string {
+	if k.Capability == "" {
+		return "token\x00" + k.Token
+	}
+	return "call\x00" + k.Token + "\x00" + k.Capability
 }
 
 // limit is the rate-limit step: the call's own capability first, then the
@@ -161,8 +178,8 @@ func (d *Dispatcher) limit(ctx context.Context, pol *compiledPolicy, p Principal
 	return nil, nil
 }
 
-// counted is what a limit counts. Its key and message are built only when
-// needed: the step runs on every call.
+// counted is what a limit counts. Its message is built only when needed:
+// the step runs on every call.
 type counted int
 
 const (
@@ -177,11 +194,11 @@ func (c counted) rate(l Limits, p Principal, capability string) Rate {
 	return l.PerToken
 }
 
-func (c counted) key(p Principal, capability string) string {
+func (c counted) key(p Principal, capability string) LimitKey {
 	if c == perCall {
-		return "call\x00" + p.Token + "\x00" + capability
+		return LimitKey{Token: p.Token, Capability: capability}
 	}
-	return "token\x00" + p.Token
+	return LimitKey{Token: p.Token}
 }
 
 func (c counted) what(capability string) string {

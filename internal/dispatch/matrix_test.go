@@ -49,7 +49,7 @@ const (
 // exhausted is a rate-limit counter with no call left in any bucket.
 type exhausted struct{}
 
-func (exhausted) Allow(context.Context, string, dispatch.Rate) (bool, time.Duration, error) {
+func (exhausted) Allow(context.Context, dispatch.LimitKey, dispatch.Rate) (bool, time.Duration, error) {
 	return false, 3 * time.Second, nil
 }
 

@@ -11,10 +11,10 @@ import (
 
 // benchKeys are the keys the benchmarks spread their calls over, shaped
 // like the gate's, so the counters hold many buckets as they would.
-var benchKeys = func() []string {
-	keys := make([]string, 1024)
+var benchKeys = func() []dispatch.LimitKey {
+	keys := make([]dispatch.LimitKey, 1024)
 	for i := range keys {
-		keys[i] = "call\x00token-" + strconv.Itoa(i) + "\x00booking.create"
+		keys[i] = dispatch.LimitKey{Token: "token-" + strconv.Itoa(i), Capability: "booking.create"}
 	}
 	return keys
 }()

@@ -20,9 +20,9 @@ const maxIdleKeys = 100_000
 // (golang.org/x/time/rate). Replicas each count their own: use a shared
 // counter to hold one limit across them.
 type Memory struct {
-	// buckets maps a key to its *bucket. Every call reads it and few add
-	// to it, so a sync.Map spares the calls a lock of their own; each
-	// bucket's limiter has its own.
+	// buckets maps a dispatch.LimitKey to its *bucket. Every call reads
+	// it and few add to it, so a sync.Map spares the calls a lock of their
+	// own; each bucket's limiter has its own.
 	buckets sync.Map
 	keys    atomic.Int64 // entries in buckets
 	// forgetting admits one sweep of the full buckets at a time.
@@ -41,7 +41,7 @@ var _ dispatch.Limiter = (*Memory)(nil)
 func NewMemory() *Memory { return &Memory{now: time.Now} }
 
 // Allow implements dispatch.Limiter.
-func (m *Memory) Allow(_ context.Context, key string, r dispatch.Rate) (bool, time.Duration, error) {
+func (m *Memory) Allow(_ context.Context, key dispatch.LimitKey, r dispatch.Rate) (bool, time.Duration, error) {
 	if r.Count <= 0 || r.Per <= 0 {
 		return true, 0, nil // no rate: nothing to count (the gate passes none)
 	}
@@ -63,7 +63,7 @@ func (m *Memory) Allow(_ context.Context, key string, r dispatch.Rate) (bool, ti
 
 // bucket returns key's bucket for r, a fresh one when key has none or
 // one for another rate (the rate changed with the configuration).
-func (m *Memory) bucket(key string, r dispatch.Rate, now time.Time) *bucket {
+func (m *Memory) bucket(key dispatch.LimitKey, r dispatch.Rate, now time.Time) *bucket {
 	v, ok := m.buckets.Load(key)
 	for {
 		if ok && v.(*bucket).rate == r {

@@ -22,7 +22,7 @@ func newAt(c *clock) *Memory {
 	return m
 }
 
-func allow(t *testing.T, m *Memory, key string, r dispatch.Rate) (bool, time.Duration) {
+func allow(t *testing.T, m *Memory, key dispatch.LimitKey, r dispatch.Rate) (bool, time.Duration) {
 	t.Helper()
 	ok, wait, err := m.Allow(context.Background(), key, r)
 	if err != nil {
@@ -38,28 +38,28 @@ func TestMemoryRate(t *testing.T) {
 	m := newAt(c)
 	r := dispatch.Rate{Count: 5, Per: time.Second}
 	for i := range 5 {
-		if ok, _ := allow(t, m, "k", r); !ok {
+		if ok, _ := allow(t, m, dispatch.LimitKey{Token: "k"}, r); !ok {
 			t.Fatalf("call %d of the burst refused", i+1)
 		}
 	}
-	ok, wait := allow(t, m, "k", r)
+	ok, wait := allow(t, m, dispatch.LimitKey{Token: "k"}, r)
 	if ok || wait != 200*time.Millisecond {
 		t.Fatalf("sixth call: ok=%v wait=%v, want refused with 200ms", ok, wait)
 	}
 	// A refused call takes nothing: asking again at once gets the same wait.
-	if ok, again := allow(t, m, "k", r); ok || again != wait {
+	if ok, again := allow(t, m, dispatch.LimitKey{Token: "k"}, r); ok || again != wait {
 		t.Fatalf("asked again: ok=%v wait=%v", ok, again)
 	}
 	c.advance(199 * time.Millisecond)
-	if ok, _ := allow(t, m, "k", r); ok {
+	if ok, _ := allow(t, m, dispatch.LimitKey{Token: "k"}, r); ok {
 		t.Fatal("admitted before the interval passed")
 	}
 	c.advance(time.Millisecond)
-	if ok, _ := allow(t, m, "k", r); !ok {
+	if ok, _ := allow(t, m, dispatch.LimitKey{Token: "k"}, r); !ok {
 		t.Fatal("refused after the interval")
 	}
 	// Keys are counted apart.
-	if ok, _ := allow(t, m, "other", r); !ok {
+	if ok, _ := allow(t, m, dispatch.LimitKey{Token: "other"}, r); !ok {
 		t.Fatal("another key shares the bucket")
 	}
 }
@@ -71,15 +71,15 @@ func TestMemoryBurstAndChange(t *testing.T) {
 	m := newAt(c)
 	slow := dispatch.Rate{Count: 1, Per: time.Minute, Burst: 2}
 	for range 2 {
-		if ok, _ := allow(t, m, "k", slow); !ok {
+		if ok, _ := allow(t, m, dispatch.LimitKey{Token: "k"}, slow); !ok {
 			t.Fatal("burst of 2 refused")
 		}
 	}
-	if ok, wait := allow(t, m, "k", slow); ok || wait != time.Minute {
+	if ok, wait := allow(t, m, dispatch.LimitKey{Token: "k"}, slow); ok || wait != time.Minute {
 		t.Fatalf("third call: ok=%v wait=%v, want refused for the minute the next share takes", ok, wait)
 	}
 	fast := dispatch.Rate{Count: 10, Per: time.Second}
-	if ok, _ := allow(t, m, "k", fast); !ok {
+	if ok, _ := allow(t, m, dispatch.LimitKey{Token: "k"}, fast); !ok {
 		t.Fatal("a new rate kept the old, empty bucket")
 	}
 }
@@ -91,15 +91,15 @@ func TestMemoryForgetsOnlyFullBuckets(t *testing.T) {
 	m := newAt(c)
 	r := dispatch.Rate{Count: 1, Per: time.Hour}
 	for i := range maxIdleKeys - 1 {
-		allow(t, m, fmt.Sprint("idle", i), r)
+		allow(t, m, dispatch.LimitKey{Token: fmt.Sprint("idle", i)}, r)
 	}
 	c.advance(2 * time.Hour) // every idle bucket is full again
-	allow(t, m, "busy", r)   // empty for an hour
-	allow(t, m, "new", r)    // over the size: the full ones go
+	allow(t, m, dispatch.LimitKey{Token: "busy"}, r)   // empty for an hour
+	allow(t, m, dispatch.LimitKey{Token: "new"}, r)    // over the size: the full ones go
 	if n := m.keys.Load(); n != 2 {
 		t.Errorf("%d buckets kept, want busy and new", n)
 	}
-	if ok, _ := allow(t, m, "busy", r); ok {
+	if ok, _ := allow(t, m, dispatch.LimitKey{Token: "busy"}, r); ok {
 		t.Error("forgetting the full buckets refilled an empty one")
 	}
 }
@@ -119,7 +119,7 @@ func TestMemoryConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				if ok, _, _ := m.Allow(context.Background(), "k", r); ok {
+				if ok, _, _ := m.Allow(context.Background(), dispatch.LimitKey{Token: "k"}, r); ok {
 					mu.Lock()
 					admitted++
 					mu.Unlock()
@@ -138,7 +138,7 @@ func TestMemoryConcurrent(t *testing.T) {
 func TestMemoryNoRate(t *testing.T) {
 	m := NewMemory()
 	for _, r := range []dispatch.Rate{{}, {Count: 0, Per: time.Second}, {Count: 3, Per: 0}} {
-		if ok, wait := allow(t, m, "k", r); !ok || wait != 0 {
+		if ok, wait := allow(t, m, dispatch.LimitKey{Token: "k"}, r); !ok || wait != 0 {
 			t.Errorf("rate %+v: ok=%v wait=%v", r, ok, wait)
 		}
 	}

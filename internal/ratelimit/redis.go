@@ -147,7 +147,7 @@ func validPrefix(p string) error {
 }
 
 // Allow implements dispatch.Limiter.
-func (r *Redis) Allow(ctx context.Context, key string, rate dispatch.Rate) (bool, time.Duration, error) {
+func (r *Redis) Allow(ctx context.Context, key dispatch.LimitKey, rate dispatch.Rate) (bool, time.Duration, error) {
 	if rate.Count <= 0 || rate.Per <= 0 || rate.Burst < 0 {
 		return false, 0, fmt.Errorf("ratelimit: %+v is not a rate to count", rate)
 	}
@@ -157,7 +157,7 @@ func (r *Redis) Allow(ctx context.Context, key string, rate dispatch.Rate) (bool
 	bounded, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	limit := limitOf(rate)
-	res, err := r.lim.Allow(bounded, r.redisKey(key, limit), limit)
+	res, err := r.lim.Allow(bounded, r.redisKey(key.String(), limit), limit)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return false, 0, cerr // the caller left; Redis may be fine

@@ -93,7 +93,7 @@ func newTestRedis(t testing.TB, url, prefix string) *Redis {
 	return r
 }
 
-func redisAllow(t *testing.T, r *Redis, key string, rate dispatch.Rate) (bool, time.Duration) {
+func redisAllow(t *testing.T, r *Redis, key dispatch.LimitKey, rate dispatch.Rate) (bool, time.Duration) {
 	t.Helper()
 	ok, wait, err := r.Allow(context.Background(), key, rate)
 	if err != nil {
@@ -114,21 +114,21 @@ func TestRedisBurstThenRefusal(t *testing.T) {
 	}
 	rate := dispatch.Rate{Count: 3, Per: time.Hour} // a share comes back every 20 minutes
 	for i := range 3 {
-		if ok, _ := redisAllow(t, r, "call\x00tok\x00cap", rate); !ok {
+		if ok, _ := redisAllow(t, r, dispatch.LimitKey{Token: "tok", Capability: "cap"}, rate); !ok {
 			t.Fatalf("call %d of the burst refused", i+1)
 		}
 	}
-	ok, wait := redisAllow(t, r, "call\x00tok\x00cap", rate)
+	ok, wait := redisAllow(t, r, dispatch.LimitKey{Token: "tok", Capability: "cap"}, rate)
 	if ok || wait <= 19*time.Minute || wait > 20*time.Minute {
 		t.Fatalf("fourth call: ok=%v wait=%v, want refused for about 20m", ok, wait)
 	}
-	if ok, again := redisAllow(t, r, "call\x00tok\x00cap", rate); ok || again > wait || again <= 19*time.Minute {
+	if ok, again := redisAllow(t, r, dispatch.LimitKey{Token: "tok", Capability: "cap"}, rate); ok || again > wait || again <= 19*time.Minute {
 		t.Fatalf("asked again: ok=%v wait=%v after %v: a refusal took from the count", ok, again, wait)
 	}
-	if ok, _ := redisAllow(t, r, "call\x00tok\x00other", rate); !ok {
+	if ok, _ := redisAllow(t, r, dispatch.LimitKey{Token: "tok", Capability: "other"}, rate); !ok {
 		t.Fatal("another key shares the count")
 	}
-	key := r.redisKey("call\x00tok\x00cap", limitOf(rate))
+	key := r.redisKey(dispatch.LimitKey{Token: "tok", Capability: "cap"}.String(), limitOf(rate))
 	ttl, err := r.rdb.TTL(context.Background(), "rate:"+key).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestRedisReplicasShareOneLimit(t *testing.T) {
 		if i%2 == 1 {
 			replica = b
 		}
-		if ok, _ := redisAllow(t, replica, "token\x00tok", rate); ok {
+		if ok, _ := redisAllow(t, replica, dispatch.LimitKey{Token: "tok"}, rate); ok {
 			admitted++
 		}
 	}
@@ -159,13 +159,13 @@ func TestRedisReplicasShareOneLimit(t *testing.T) {
 		t.Fatalf("admitted %d of the first 10 calls across the replicas", admitted)
 	}
 	for name, replica := range map[string]*Redis{"a": a, "b": b} {
-		if ok, wait := redisAllow(t, replica, "token\x00tok", rate); ok || wait <= 0 {
+		if ok, wait := redisAllow(t, replica, dispatch.LimitKey{Token: "tok"}, rate); ok || wait <= 0 {
 			t.Errorf("replica %s admitted an 11th call (ok=%v wait=%v)", name, ok, wait)
 		}
 	}
 	// Another prefix is another deployment: it counts apart.
 	other := newTestRedis(t, url, testPrefix(t, url))
-	if ok, _ := redisAllow(t, other, "token\x00tok", rate); !ok {
+	if ok, _ := redisAllow(t, other, dispatch.LimitKey{Token: "tok"}, rate); !ok {
 		t.Error("a deployment with another prefix shares the count")
 	}
 }
@@ -176,13 +176,13 @@ func TestRedisRateChange(t *testing.T) {
 	url := redisURL(t)
 	r := newTestRedis(t, url, testPrefix(t, url))
 	slow := dispatch.Rate{Count: 1, Per: time.Hour}
-	if ok, _ := redisAllow(t, r, "k", slow); !ok {
+	if ok, _ := redisAllow(t, r, dispatch.LimitKey{Token: "k"}, slow); !ok {
 		t.Fatal("first call refused")
 	}
-	if ok, _ := redisAllow(t, r, "k", slow); ok {
+	if ok, _ := redisAllow(t, r, dispatch.LimitKey{Token: "k"}, slow); ok {
 		t.Fatal("second call within the hour admitted")
 	}
-	if ok, _ := redisAllow(t, r, "k", dispatch.Rate{Count: 1, Per: time.Hour, Burst: 1}); ok {
+	if ok, _ := redisAllow(t, r, dispatch.LimitKey{Token: "k"}, dispatch.Rate{Count: 1, Per: time.Hour, Burst: 1}); ok {
 		t.Fatal("burst 1 written out started a fresh count for the same rate")
 	}
 	for _, changed := range []dispatch.Rate{
@@ -190,7 +190,7 @@ func TestRedisRateChange(t *testing.T) {
 		{Count: 1, Per: time.Minute},
 		{Count: 1, Per: time.Hour, Burst: 2},
 	} {
-		if ok, _ := redisAllow(t, r, "k", changed); !ok {
+		if ok, _ := redisAllow(t, r, dispatch.LimitKey{Token: "k"}, changed); !ok {
 			t.Errorf("new rate %v kept the old, empty count", changed)
 		}
 	}
@@ -203,12 +203,13 @@ func TestRedisLongAndOddKeys(t *testing.T) {
 	r := newTestRedis(t, url, testPrefix(t, url))
 	rate := dispatch.Rate{Count: 1, Per: time.Hour}
 	long := strings.Repeat("x", 10_000)
-	for _, key := range []string{"", "\x00", "\x00\x00", "a b\r\n*3", "\xff\xfe", long + "1", long + "2"} {
+	for _, token := range []string{"", "\x00", "\x00\x00", "a b\r\n*3", "\xff\xfe", long + "1", long + "2"} {
+		key := dispatch.LimitKey{Token: token}
 		if ok, _ := redisAllow(t, r, key, rate); !ok {
-			t.Errorf("first call of key %.20q refused: it shares another's count", key)
+			t.Errorf("first call of token %.20q refused: it shares another's count", token)
 		}
 		if ok, _ := redisAllow(t, r, key, rate); ok {
-			t.Errorf("second call of key %.20q admitted: it is not counted", key)
+			t.Errorf("second call of token %.20q admitted: it is not counted", token)
 		}
 	}
 }
@@ -225,7 +226,7 @@ func TestRedisKeys(t *testing.T) {
 	lim := limitOf(dispatch.Rate{Count: 10, Per: time.Minute})
 	seen := map[string]string{}
 	for _, key := range []string{
-		"", "a", "a\x00", "\x00a", "call\x00tok\x00cap", "token\x00tok",
+		"", "a", "a\x00", "\x00a", dispatch.LimitKey{Token: "tok", Capability: "cap"}.String(), dispatch.LimitKey{Token: "tok"}.String(),
 		strings.Repeat("y", maxPlainKey-1), strings.Repeat("y", maxPlainKey), strings.Repeat("y", maxPlainKey+1),
 		strings.Repeat("y", maxPlainKey+2), strings.Repeat("\xff", 1<<16),
 	} {
@@ -268,7 +269,7 @@ func TestRedisConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for range 50 {
-				ok, _, err := replicas[i%2].Allow(context.Background(), "k", rate)
+				ok, _, err := replicas[i%2].Allow(context.Background(), dispatch.LimitKey{Token: "k"}, rate)
 				mu.Lock()
 				if ok {
 					admitted++
@@ -368,7 +369,7 @@ func testRedisDown(t *testing.T, addr string) {
 		c := &clock{t: time.Unix(1_000_000, 0)}
 		r.now = c.now
 		for i := range 3 {
-			ok, wait, err := r.Allow(context.Background(), "k", rate)
+			ok, wait, err := r.Allow(context.Background(), dispatch.LimitKey{Token: "k"}, rate)
 			if failOpen && (!ok || wait != 0 || err != nil) {
 				t.Fatalf("fail-open, call %d: ok=%v wait=%v err=%v, want admitted", i+1, ok, wait, err)
 			}
@@ -385,7 +386,7 @@ func testRedisDown(t *testing.T, addr string) {
 			t.Fatalf("fail-open=%v: %d warnings for 3 failures within the interval, want 1:\n%s", failOpen, n, logs.String())
 		}
 		c.advance(warnEvery)
-		_, _, _ = r.Allow(context.Background(), "k", rate)
+		_, _, _ = r.Allow(context.Background(), dispatch.LimitKey{Token: "k"}, rate)
 		out := logs.String()
 		if n := strings.Count(out, "level=WARN"); n != 2 {
 			t.Fatalf("fail-open=%v: %d warnings after the interval, want 2:\n%s", failOpen, n, out)
@@ -423,7 +424,7 @@ func TestRedisWrongPassword(t *testing.T) {
 	if err := r.Ping(context.Background()); err == nil || strings.Contains(err.Error(), password) {
 		t.Errorf("Ping: %v, want an error without the password", err)
 	}
-	_, _, err = r.Allow(context.Background(), "k", dispatch.Rate{Count: 1, Per: time.Hour})
+	_, _, err = r.Allow(context.Background(), dispatch.LimitKey{Token: "k"}, dispatch.Rate{Count: 1, Per: time.Hour})
 	if err == nil || strings.Contains(err.Error(), password) {
 		t.Errorf("Allow: %v, want an error without the password", err)
 	}
@@ -443,7 +444,7 @@ func TestRedisCallerLeaves(t *testing.T) {
 	defer r.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	ok, _, err := r.Allow(ctx, "k", dispatch.Rate{Count: 1, Per: time.Hour})
+	ok, _, err := r.Allow(ctx, dispatch.LimitKey{Token: "k"}, dispatch.Rate{Count: 1, Per: time.Hour})
 	if ok || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled call: ok=%v err=%v, want refused with context.Canceled", ok, err)
 	}
@@ -497,7 +498,7 @@ func TestRedisRejectsBadRate(t *testing.T) {
 	}
 	defer r.Close()
 	for _, rate := range []dispatch.Rate{{}, {Count: -1, Per: time.Second}, {Count: 1}, {Count: 1, Per: time.Second, Burst: -1}} {
-		if ok, _, err := r.Allow(context.Background(), "k", rate); ok || err == nil {
+		if ok, _, err := r.Allow(context.Background(), dispatch.LimitKey{Token: "k"}, rate); ok || err == nil {
 			t.Errorf("rate %+v: ok=%v err=%v, want an error", rate, ok, err)
 		}
 	}

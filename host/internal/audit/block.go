@@ -15,17 +15,17 @@ import (
 // and times and the set of values the filters match (keys). Writing a
 // record then costs its encoding, not a row and six index entries: on
 // SQLite a row per record took about 36 µs of the host's CPU, a block
-// under 2 µs a record, bounding and encoding included. A query selects blocks by seq, time and keys, and
-// filters their records exactly.
+// under 2 µs a record, bounding and encoding included. A query selects
+// blocks by seq, time and keys, and filters their records exactly.
 
 // maxBlockRecords bounds a block, so a query decodes little more than the
 // page it reads. The writer's default batch fits in one.
 const maxBlockRecords = 512
 
 // blockVersion is the first byte of a block's body: the layout of what
-// follows. Layout 1 has the first 17 fields of fieldsOf (no ApprovalID);
-// blocks written so are still read.
-const blockVersion = 2
+// follows. Blocks of layouts 1 and 2 (see decodeRepeats) are still read;
+// a binary from before layout 3 cannot read the blocks written now.
+const blockVersion = 3
 
 // fieldsIn is how many string fields a record has in layout v.
 func fieldsIn(v byte) int {
@@ -57,12 +57,31 @@ func fieldsOf(r *Record) [numFields]*string {
 		(*string)(&r.Outcome), &r.ErrorCode, &r.ErrorRef, &r.ApprovalID}
 }
 
-// A record in a block is its seq delta (uvarint) from the block's first
-// record, its time (varint, Unix microseconds) and latency (uvarint,
-// nanoseconds), then each of the numFields strings and Args as a uvarint
-// n: 0 when the value is the previous record's, else n-1 bytes of value.
+// Layout 3. A record is its seq delta (uvarint) from the block's first
+// record; its time as the difference (varint, microseconds) from the
+// previous record's, the first's from the Unix epoch; its latency
+// (uvarint, nanoseconds); a mask (uvarint) of what differs from the
+// previous record, whose values all start empty; then, in the mask's
+// order, each of those values as a uvarint length and its bytes.
+//
 // Calls of one client repeat most fields (protocol, principal,
-// capability, outcome), so a record takes about half the bytes.
+// capability, outcome), and the store's cost grows with a block's bytes,
+// so a record spends nothing on a repeated value. Its ID, new in every
+// record, is usually the writer's NewID one or two counts after the
+// previous record's: maskIDStep then stands for it, as the differences of
+// its millisecond and its count, a few bytes rather than 26.
+//
+// The mask's bits, the likeliest first so that it mostly takes one byte:
+// maskIDStep, then field i of fieldsOf at bit i+1 (fieldBit), then
+// maskArgs.
+const (
+	maskIDStep = 1                    // the ID as a step from the previous
+	maskArgs   = 1 << (numFields + 1) // Args differ
+	maskAll    = 1<<(numFields+2) - 1
+)
+
+// fieldBit is the mask's bit for field i of fieldsOf.
+func fieldBit(i int) uint64 { return 1 << (i + 1) }
 
 // builder encodes a block a record at a time: the store encodes the
 // records of an Append, and a Writer each record as Write takes it, so
@@ -74,15 +93,19 @@ type builder struct {
 	// minTime and maxTime are Unix microseconds, as the body holds times.
 	minTime, maxTime int64
 	keys             keySet
-	// prev and prevArgs are the previous record's values.
+	// prev, prevArgs, prevTime and prevID are the previous record's
+	// values, empty before the first.
 	prev     [numFields]string
 	prevArgs []byte
+	prevTime int64
+	prevID   idParts
 }
 
 // add appends r at seq first+delta. r is normalized, or, with raw set,
 // validated: then add bounds the fields it writes (the time is kept to
-// the microsecond either way), and a field equal to the previous record's is that record's,
-// bounded already (bounding is idempotent), which spares most of them.
+// the microsecond either way). A field equal to the previous record's is
+// that record's, bounded already (bounding is idempotent), which spares
+// most of them.
 func (b *builder) add(delta uint64, r *Record, raw bool) {
 	if len(b.body) == 0 {
 		if b.body == nil {
@@ -90,33 +113,57 @@ func (b *builder) add(delta uint64, r *Record, raw bool) {
 		}
 		b.body = append(b.body, blockVersion)
 	}
-	b.body = binary.AppendUvarint(b.body, delta)
-	at := r.Time.UnixMicro()
-	b.body = binary.AppendVarint(b.body, at)
-	b.body = binary.AppendUvarint(b.body, uint64(r.Latency))
-	for i, f := range fieldsOf(r) {
-		if b.count > 0 && *f == b.prev[i] {
-			b.body = append(b.body, 0)
+	fields := fieldsOf(r)
+	var mask uint64
+	for i, f := range fields {
+		if *f == b.prev[i] {
 			continue
 		}
 		if raw {
 			*f = bound(*f, fieldBounds[i])
 		}
-		b.body = binary.AppendUvarint(b.body, uint64(len(*f))+1)
-		b.body = append(b.body, *f...)
-		b.prev[i] = *f
+		if *f != b.prev[i] {
+			mask |= fieldBit(i)
+		}
 	}
-	if b.count > 0 && bytes.Equal(r.Args, b.prevArgs) {
-		b.body = append(b.body, 0)
-	} else {
+	if !bytes.Equal(r.Args, b.prevArgs) {
 		if raw {
 			r.Args = capArgs(r.Args, MaxArgs)
 		}
-		b.body = binary.AppendUvarint(b.body, uint64(len(r.Args))+1)
+		if !bytes.Equal(r.Args, b.prevArgs) {
+			mask |= maskArgs
+		}
+	}
+	id, idOK := parseID(r.ID)
+	if mask&fieldBit(0) != 0 && idOK && b.prevID.ok && id.hi == b.prevID.hi {
+		mask = mask&^fieldBit(0) | maskIDStep
+	}
+	at := r.Time.UnixMicro()
+	b.body = binary.AppendUvarint(b.body, delta)
+	b.body = binary.AppendVarint(b.body, at-b.prevTime)
+	b.body = binary.AppendUvarint(b.body, uint64(r.Latency))
+	b.body = binary.AppendUvarint(b.body, mask)
+	if mask&maskIDStep != 0 {
+		// Differences in two's complement: exact whatever their sign
+		// (a nested call's record comes before its parent's).
+		b.body = binary.AppendVarint(b.body, int64(id.ms-b.prevID.ms))
+		b.body = binary.AppendVarint(b.body, int64(id.lo-b.prevID.lo))
+		b.prev[0] = r.ID
+	}
+	for i, f := range fields {
+		if mask&fieldBit(i) != 0 {
+			b.body = binary.AppendUvarint(b.body, uint64(len(*f)))
+			b.body = append(b.body, *f...)
+			b.prev[i] = *f
+		}
+	}
+	if mask&maskArgs != 0 {
+		b.body = binary.AppendUvarint(b.body, uint64(len(r.Args)))
 		start := len(b.body)
 		b.body = append(b.body, r.Args...)
 		b.prevArgs = b.body[start:len(b.body):len(b.body)]
 	}
+	b.prevTime, b.prevID = at, id
 	if b.count == 0 || at < b.minTime {
 		b.minTime = at
 	}
@@ -150,20 +197,116 @@ func decodeBlock(first int64, body []byte) ([]Record, error) {
 	bad := func(what string) error {
 		return fmt.Errorf("%w at seq %d: %s", errCorrupt, first, what)
 	}
-	if len(body) == 0 || (body[0] != 1 && body[0] != blockVersion) {
+	var (
+		rs  []Record
+		err string
+	)
+	switch {
+	case len(body) == 0:
+		return nil, bad("unknown layout")
+	case body[0] == blockVersion:
+		rs, err = decodeMasks(body[1:])
+	case body[0] == 1 || body[0] == 2:
+		rs, err = decodeRepeats(fieldsIn(body[0]), body[1:])
+	default:
 		return nil, bad("unknown layout")
 	}
-	nf := fieldsIn(body[0])
-	d := decoder{b: body[1:]}
+	if err != "" {
+		return nil, bad(err)
+	}
+	if len(rs) == 0 {
+		return nil, bad("no records")
+	}
+	for i := range rs {
+		rs[i].Seq += first
+	}
+	return rs, nil
+}
+
+// decodeMasks decodes the records of a layout 3 body, their Seq the
+// delta from the block's first; a fault is its description.
+func decodeMasks(body []byte) ([]Record, string) {
+	d := decoder{b: body}
 	var (
 		rs       []Record
-		prev     = int64(-1)
+		prevF    [numFields]string
+		prevArgs []byte
+		prevTime int64
+		prevID   idParts
+	)
+	for len(d.b) > 0 {
+		r := Record{Seq: int64(d.uvarint())}
+		micros := prevTime + d.varint()
+		latency := d.uvarint()
+		mask := d.uvarint()
+		if mask&^maskAll != 0 || mask&(maskIDStep|fieldBit(0)) == maskIDStep|fieldBit(0) {
+			d.fail("unknown mask")
+		}
+		if mask&maskIDStep != 0 {
+			dms, dlo := d.varint(), d.varint()
+			ms := prevID.ms + uint64(dms)
+			if d.err == "" && (!prevID.ok || ms >= 1<<48) {
+				d.fail("an ID step from no ID")
+			}
+			prevF[0] = encodeID(ms, prevID.hi, prevID.lo+uint64(dlo))
+		}
+		fields := fieldsOf(&r)
+		for i, f := range fields {
+			if mask&fieldBit(i) != 0 {
+				prevF[i] = string(d.bytes())
+			}
+			*f = prevF[i]
+		}
+		if mask&maskArgs != 0 {
+			prevArgs = nil
+			if v := d.bytes(); len(v) > 0 {
+				prevArgs = slices.Clone(v)
+			}
+		}
+		r.Args = prevArgs
+		if err := checkRecord(&d, &r, rs, latency); err != "" {
+			return nil, err
+		}
+		r.Time = time.UnixMicro(micros).UTC()
+		r.Latency = time.Duration(latency)
+		prevTime, prevID = micros, idOf(r.ID)
+		rs = append(rs, r)
+	}
+	return rs, ""
+}
+
+// checkRecord is the fault of r, decoded by d after the records rs, if it
+// has one.
+func checkRecord(d *decoder, r *Record, rs []Record, latency uint64) string {
+	switch {
+	case d.err != "":
+		return fmt.Sprintf("record %d: %s", len(rs)+1, d.err)
+	case len(rs) == 0 && r.Seq != 0:
+		return "the first record is not at the block's seq"
+	case r.Seq < 0 || r.Seq > 1<<62 || (len(rs) > 0 && r.Seq <= rs[len(rs)-1].Seq):
+		return fmt.Sprintf("record %d: seqs out of order", len(rs)+1)
+	case latency > 1<<63-1:
+		return fmt.Sprintf("record %d: latency out of range", len(rs)+1)
+	case len(rs) >= maxBlockRecords:
+		return "more records than a block holds"
+	}
+	return ""
+}
+
+// decodeRepeats decodes the records of a layout 1 or 2 body, which has nf
+// fields: a record is its seq delta (uvarint), time (varint, Unix
+// microseconds) and latency (uvarint), then each field and Args as a
+// uvarint n: 0 when the value is the previous record's, else n-1 bytes of
+// value.
+func decodeRepeats(nf int, body []byte) ([]Record, string) {
+	d := decoder{b: body}
+	var (
+		rs       []Record
 		prevF    [numFields]string
 		prevArgs []byte
 	)
 	for len(d.b) > 0 {
-		var r Record
-		delta := d.uvarint()
+		r := Record{Seq: int64(d.uvarint())}
 		micros := d.varint()
 		latency := d.uvarint()
 		fields := fieldsOf(&r)
@@ -189,29 +332,14 @@ func decodeBlock(first int64, body []byte) ([]Record, error) {
 		} else {
 			prevArgs = nil
 		}
-		switch {
-		case d.err != "":
-			return nil, bad(fmt.Sprintf("record %d: %s", len(rs)+1, d.err))
-		case len(rs) == 0 && delta != 0:
-			return nil, bad("the first record is not at the block's seq")
-		case delta > 1<<62 || int64(delta) <= prev:
-			return nil, bad(fmt.Sprintf("record %d: seqs out of order", len(rs)+1))
-		case latency > 1<<63-1:
-			return nil, bad(fmt.Sprintf("record %d: latency out of range", len(rs)+1))
+		if err := checkRecord(&d, &r, rs, latency); err != "" {
+			return nil, err
 		}
-		prev = int64(delta)
-		r.Seq = first + int64(delta)
 		r.Time = time.UnixMicro(micros).UTC()
 		r.Latency = time.Duration(latency)
 		rs = append(rs, r)
-		if len(rs) > maxBlockRecords {
-			return nil, bad("more records than a block holds")
-		}
 	}
-	if len(rs) == 0 {
-		return nil, bad("no records")
-	}
-	return rs, nil
+	return rs, ""
 }
 
 // decoder reads a body; the first fault sticks in err and every later
@@ -247,8 +375,23 @@ func (d *decoder) varint() int64 {
 	return v
 }
 
-// value reads a field: its bytes, or same when it repeats the previous
-// record's.
+// bytes reads a value: a uvarint length and that many bytes.
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != "" {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("field runs past the end")
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// value reads a field of layouts 1 and 2: its bytes, or same when it
+// repeats the previous record's.
 func (d *decoder) value() (v []byte, same bool) {
 	n := d.uvarint()
 	if d.err != "" {

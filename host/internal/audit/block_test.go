@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -69,10 +70,10 @@ func TestBlockRepeatsAreShort(t *testing.T) {
 		rs = append(rs, r)
 	}
 	b := encodeBlock(rs)
-	// Its ID (27 bytes), seq delta, time and latency (at most 21), and a
-	// byte for each other field (17).
-	if perRecord := (len(b.body) - single) / 99; perRecord > 65 || perRecord*2 > single {
-		t.Fatalf("a repeating record takes %d bytes, the first %d; want at most 65, and under half", perRecord, single)
+	// Its seq delta (1 byte), time step (2), latency (4), mask (1) and ID
+	// step (2).
+	if perRecord := (len(b.body) - single) / 99; perRecord > 12 {
+		t.Fatalf("a repeating record takes %d bytes, the first %d; want at most 12", perRecord, single)
 	}
 	got, err := decodeBlock(1, b.body)
 	if err != nil || !reflect.DeepEqual(got, rs) {
@@ -96,19 +97,98 @@ func TestDecodeBlockRefusesCorruption(t *testing.T) {
 	if _, err := decodeBlock(7, bad); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "seq 7") {
 		t.Fatalf("unknown layout: %v", err)
 	}
-	// Seqs must increase: two records of all-empty fields, both at delta 0.
-	empty := func(delta byte) []byte { return append([]byte{delta, 0, 0}, bytes.Repeat([]byte{1}, numFields+1)...) }
-	// The first record has no previous one to repeat.
-	repeats := append([]byte{blockVersion, 0, 0, 0}, make([]byte, numFields+1)...)
-	if _, err := decodeBlock(1, repeats); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "repeats a value") {
-		t.Fatalf("first record repeating: %v", err)
+	for _, c := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		// Seqs must increase: two records at delta 0 (seq, time, latency,
+		// mask: nothing differs from the empty record before).
+		{"repeated seq", []byte{blockVersion, 0, 0, 0, 0, 0, 0, 0, 0}, "out of order"},
+		{"unknown mask bit", append([]byte{blockVersion, 0, 0, 0}, binary.AppendUvarint(nil, maskAll+1)...), "unknown mask"},
+		{"ID both stepped and written", []byte{blockVersion, 0, 0, 0, byte(maskIDStep | fieldBit(0)), 0, 0, 0}, "unknown mask"},
+		{"ID step from no ID", []byte{blockVersion, 0, 0, 0, maskIDStep, 2, 2}, "from no ID"},
+		{"field past the end", []byte{blockVersion, 0, 0, 0, byte(fieldBit(2)), 5, 'r'}, "past the end"},
+		// Layout 2: the first record has no previous one to repeat.
+		{"layout 2 first record repeating", append([]byte{2, 0, 0, 0}, make([]byte, numFields+1)...), "repeats a value"},
+		{"layout 2 repeated seq", append(append([]byte{2}, layoutTwoEmpty(0)...), layoutTwoEmpty(0)...), "out of order"},
+	} {
+		if _, err := decodeBlock(1, c.body); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want corrupt, %q", c.name, err, c.want)
+		}
 	}
-	if rs, err := decodeBlock(1, append([]byte{blockVersion}, empty(0)...)); err != nil || len(rs) != 1 {
-		t.Fatalf("one empty record: %v, %v", rs, err)
+	if rs, err := decodeBlock(1, []byte{blockVersion, 0, 0, 0, 0}); err != nil || len(rs) != 1 || !reflect.DeepEqual(rs[0], Record{Seq: 1, Time: time.UnixMicro(0).UTC()}) {
+		t.Fatalf("one empty record: %+v, %v", rs, err)
 	}
-	twice := append(append([]byte{blockVersion}, empty(0)...), empty(0)...)
-	if _, err := decodeBlock(1, twice); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "out of order") {
-		t.Fatalf("repeated seq: %v", err)
+	if rs, err := decodeBlock(1, append([]byte{2}, layoutTwoEmpty(0)...)); err != nil || len(rs) != 1 {
+		t.Fatalf("layout 2, one empty record: %v, %v", rs, err)
+	}
+}
+
+// layoutTwoEmpty is a layout 2 record at seq delta delta whose fields are
+// all empty.
+func layoutTwoEmpty(delta byte) []byte {
+	return append([]byte{delta, 0, 0}, bytes.Repeat([]byte{1}, numFields+1)...)
+}
+
+// TestDecodeLayoutTwo: blocks written before layout 3 still decode.
+func TestDecodeLayoutTwo(t *testing.T) {
+	// Two records: the first names every field "v", the second repeats
+	// them all but its ID; Args {} then repeated.
+	var body []byte
+	body = append(body, 2, 0, 2, 5) // layout 2; seq delta 0, time 1 µs, latency 5
+	for range numFields {
+		body = append(body, 2, 'v')
+	}
+	body = append(body, 3, '{', '}')
+	body = append(body, 1, 4, 6, 2, 'w') // seq delta 1, time 2 µs, latency 6, ID "w"
+	body = append(body, make([]byte, numFields)...)
+	rs, err := decodeBlock(10, body)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("layout 2: %v, %v", rs, err)
+	}
+	for i, r := range rs {
+		if r.ErrorRef != "v" || r.ApprovalID != "v" || string(r.Args) != "{}" || r.Seq != int64(10+i) || !r.Time.Equal(time.UnixMicro(int64(i+1))) {
+			t.Errorf("layout 2 record %+v", r)
+		}
+	}
+	if rs[0].ID != "v" || rs[1].ID != "w" || rs[1].Latency != 6 {
+		t.Errorf("records %+v", rs)
+	}
+}
+
+// TestBlockIDSteps: IDs of NewID's form are kept exactly as steps from
+// the previous record's, whichever way they go; any other ID as it is.
+func TestBlockIDSteps(t *testing.T) {
+	t0 := time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
+	// Made here rather than by NewID, whose clock would then stay in 2030
+	// for the package's other tests.
+	a, b := encodeID(uint64(t0.UnixMilli()), 42, 1000), encodeID(uint64(t0.UnixMilli())+1000, 42, 1001)
+	ids := []string{b, a, "not-an-id", a, a, encodeID(1<<48-1, 7, 1<<64-1), encodeID(0, 7, 0), encodeID(0, 8, 0),
+		strings.ToLower(b), "8" + b[1:], b, ""}
+	var rs []Record
+	for i, id := range ids {
+		rs = append(rs, Record{Seq: int64(i + 1), ID: id, Time: t0, Capability: "c", Decision: Admitted, Outcome: OutcomeOK})
+	}
+	got, err := decodeBlock(1, encodeBlock(rs).body)
+	if err != nil || !reflect.DeepEqual(got, rs) {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, rs)
+	}
+}
+
+// TestParseID: parseID reads what encodeID writes, and nothing else.
+func TestParseID(t *testing.T) {
+	for _, p := range []idParts{{0, 0, 0, true}, {1<<48 - 1, 1<<64 - 1, 1<<16 - 1, true}, {12345, 678, 9, true}} {
+		s := encodeID(p.ms, p.hi, p.lo)
+		if got, ok := parseID(s); !ok || got != p {
+			t.Errorf("parseID(%s) = %+v, %v; want %+v", s, got, ok, p)
+		}
+	}
+	id := NewID(time.Now())
+	for _, s := range []string{"", id[1:], id + "0", strings.ToLower(id), "8" + id[1:], id[:5] + "I" + id[6:], id[:5] + "U" + id[6:]} {
+		if p, ok := parseID(s); ok {
+			t.Errorf("parseID(%q) = %+v; want not an ID", s, p)
+		}
 	}
 }
 
@@ -143,6 +223,10 @@ func FuzzDecodeBlock(f *testing.F) {
 	f.Add(encodeBlock(blockRecords()).body)
 	f.Add([]byte{blockVersion})
 	f.Add([]byte{blockVersion, 0, 0, 0, 200})
+	t0 := time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC)
+	ms := uint64(t0.UnixMilli())
+	f.Add(encodeBlock([]Record{{Seq: 1, ID: encodeID(ms, 1, 5), Time: t0}, {Seq: 2, ID: encodeID(ms, 1, 6), Time: t0, RequestID: "r"}}).body)
+	f.Add(append([]byte{2}, layoutTwoEmpty(0)...))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rs, err := decodeBlock(1, body)
 		if err != nil {

@@ -79,3 +79,49 @@ func encodeID(ms uint64, hi uint16, lo uint64) string {
 	}
 	return string(out[:])
 }
+
+// idParts is an ID of NewID's form as its numbers; ok is false for any
+// other string.
+type idParts struct {
+	ms, lo uint64
+	hi     uint16
+	ok     bool
+}
+
+// crockfordValue maps a byte to its digit in crockford, or 0xff: only
+// the upper-case digits NewID writes, so that parsing and encoding are
+// each other's inverse.
+var crockfordValue = func() (v [256]byte) {
+	for i := range v {
+		v[i] = 0xff
+	}
+	for i := range len(crockford) {
+		v[crockford[i]] = byte(i)
+	}
+	return v
+}()
+
+// parseID reads an ID of NewID's form: encodeID of the parts gives s back.
+func parseID(s string) (idParts, bool) {
+	// The first digit holds the top 3 of 128 bits: 8 or more would be a
+	// 131st bit, which encodeID cannot write.
+	if len(s) != IDLen || crockfordValue[s[0]] > 7 {
+		return idParts{}, false
+	}
+	var top, lo uint64
+	for i := range IDLen {
+		v := crockfordValue[s[i]]
+		if v == 0xff {
+			return idParts{}, false
+		}
+		top = top<<5 | lo>>59
+		lo = lo<<5 | uint64(v)
+	}
+	return idParts{ms: top >> 16, hi: uint16(top), lo: lo, ok: true}, true
+}
+
+// idOf is parseID's parts, ok false when s is not of NewID's form.
+func idOf(s string) idParts {
+	p, _ := parseID(s)
+	return p
+}
