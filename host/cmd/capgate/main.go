@@ -16,6 +16,8 @@
 //	                            what a token may call, and what refuses the rest
 //	capgate health [-url URL] [-c FILE]
 //	                            probe a running host's /healthz (exit 0 on 200)
+//	capgate stdio [-url URL]    MCP over stdin/stdout for local clients,
+//	                            forwarded to capgate with CAPGATE_TOKEN
 //	capgate version             print the build version
 package main
 
@@ -78,6 +80,13 @@ Usage:
                               probes -url, else CAPGATE_LISTEN, else FILE's
                               listen, else 127.0.0.1:8080 (a wildcard host
                               such as :8080 is probed on loopback)
+  capgate stdio [-url URL] [-check]
+                              speak MCP over stdin and stdout to a local
+                              client (an editor, a desktop assistant) and
+                              forward it to capgate's MCP endpoint (-url,
+                              else CAPGATE_URL, else 127.0.0.1:8080) with the
+                              token in CAPGATE_TOKEN; -check checks the URL
+                              and the token and exits
   capgate version             print the build version
 `
 
@@ -109,6 +118,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return approvalsCmd(args[1:], stdout, stderr)
 	case "capabilities":
 		return capabilities(args[1:], stdout, stderr)
+	case "stdio":
+		return stdioCmd(args[1:], os.Stdin, stdout, stderr)
 	case "version", "-v", "--version":
 		fmt.Fprintln(stdout, "capgate", version)
 		return 0
