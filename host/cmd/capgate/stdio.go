@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -96,6 +97,8 @@ func stdioCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	// The log and the verdict line share stderr from two goroutines.
+	stderr = &lockedWriter{w: stderr}
 	log := applog.New(stderr, lvl, applog.Text)
 	b, err := stdio.New(stdio.Options{
 		URL: target, Token: token, AllowInsecureHTTP: *insecure, RootCAs: roots,
@@ -119,18 +122,25 @@ func stdioCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	log.Info("capgate stdio: forwarding MCP from stdin to capgate", slog.String("url", b.URL()), slog.String("url_from", from))
+	checkCtx, stopCheck := context.WithCancel(ctx)
+	checked := make(chan struct{})
 	go func() {
+		defer close(checked)
 		// The verdict on the URL and the token, while the client starts:
 		// one plain line, the one to look for in a client's log.
 		start := time.Now()
-		s, err := b.Check(ctx)
+		s, err := b.Check(checkCtx)
 		switch {
-		case ctx.Err() != nil:
+		case checkCtx.Err() != nil:
 		case err != nil:
 			fmt.Fprintf(stderr, "capgate stdio: %v\n", err)
 		default:
 			log.Info("capgate stdio: "+s.String()+" takes the token", slog.String("url", b.URL()), slog.Duration("took", time.Since(start)))
 		}
+	}()
+	defer func() {
+		stopCheck()
+		<-checked
 	}()
 	if err := b.Serve(ctx, stdin, stdout); err != nil {
 		log.Error("capgate stdio stopped", slog.Any("err", err))
@@ -153,4 +163,16 @@ func tokenFlag(args []string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

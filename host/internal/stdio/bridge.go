@@ -160,7 +160,7 @@ func checkURL(raw string, allowHTTP bool) (*url.URL, error) {
 	case u.Fragment != "":
 		return nil, fmt.Errorf("URL %s has a #fragment, which is never sent: remove it", redact(u))
 	case u.Scheme == "http" && !allowHTTP && !loopback(u.Hostname()):
-		return nil, fmt.Errorf("URL %s is plain http to another machine, so the token would cross the network unencrypted: use https, or allow plain http if the network between is private (a VPN, a tunnel)", redact(u))
+		return nil, fmt.Errorf("URL %s is plain http to another machine, so the token would cross the network unencrypted: use https, or, if the network between is private (a VPN, a tunnel), allow it with -allow-insecure-http", redact(u))
 	}
 	if u.Path == "" {
 		u.Path = "/"
