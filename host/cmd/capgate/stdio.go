@@ -122,26 +122,24 @@ func stdioCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	log.Info("capgate stdio: forwarding MCP from stdin to capgate", slog.String("url", b.URL()), slog.String("url_from", from))
-	checkCtx, stopCheck := context.WithCancel(ctx)
 	checked := make(chan struct{})
 	go func() {
 		defer close(checked)
 		// The verdict on the URL and the token, while the client starts:
 		// one plain line, the one to look for in a client's log.
 		start := time.Now()
-		s, err := b.Check(checkCtx)
+		s, err := b.Check(ctx)
 		switch {
-		case checkCtx.Err() != nil:
+		case ctx.Err() != nil:
 		case err != nil:
 			fmt.Fprintf(stderr, "capgate stdio: %v\n", err)
 		default:
 			log.Info("capgate stdio: "+s.String()+" takes the token", slog.String("url", b.URL()), slog.Duration("took", time.Since(start)))
 		}
 	}()
-	defer func() {
-		stopCheck()
-		<-checked
-	}()
+	// The verdict is said even when stdin ends first (a script's one
+	// message): Check is bounded, and a signal ends it.
+	defer func() { <-checked }()
 	if err := b.Serve(ctx, stdin, stdout); err != nil {
 		log.Error("capgate stdio stopped", slog.Any("err", err))
 		return 1

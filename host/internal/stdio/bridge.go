@@ -250,6 +250,13 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			// the very calls it may cancel.
 			b.cancelFlight(m)
 		}
+		if m.method == "initialize" {
+			// The client may send nothing else until it is answered, and
+			// its answer sets the version of what follows: a client that
+			// writes ahead (a script) still gets that version.
+			b.handle(ctx, m)
+			continue
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
