@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/capgate/capgate/host/internal/auth/authtest"
 	"github.com/capgate/capgate/sdk/pgtest"
 )
 
@@ -60,6 +61,7 @@ const llmOK = `{connection: local, connections: [{slug: local, kind: openai, bas
 // data_dir.
 func TestValidate(t *testing.T) {
 	bins := pluginBins(t)
+	issuer := authtest.Start(t, authtest.Options{}).Issuer
 	for _, tc := range []struct {
 		name    string
 		roles   string
@@ -178,6 +180,28 @@ func TestValidate(t *testing.T) {
 			plugins: []string{`{name: publisher, path: BIN_publisher, config: {events: [{type: x}]}}`},
 			want: []string{`warning: plugins[0].config: plugin "publisher" cannot check its config block without configuring itself`,
 				"ok (1 token, 1 plugin)"},
+		},
+		{
+			name:    "an OAuth issuer whose keys are fetched",
+			plugins: []string{`{name: booking, path: BIN_booking}`},
+			extra:   "auth: {oauth: {issuer: \"" + issuer + "\"}}\n",
+			want:    []string{"ok (1 token, 1 plugin)"},
+			notWant: []string{"auth.oauth"},
+		},
+		{
+			name:    "an OAuth issuer out of reach",
+			plugins: []string{`{name: booking, path: BIN_booking}`},
+			extra:   "auth: {oauth: {issuer: \"http://127.0.0.1:1\"}}\n",
+			want: []string{"warning: auth.oauth: the issuer's keys could not be fetched from here",
+				"serve starts all the same and answers access tokens 503 until it can fetch them", "ok (1 token, 1 plugin)"},
+		},
+		{
+			name:    "an OAuth issuer over plain http",
+			plugins: []string{`{name: booking, path: BIN_booking}`},
+			extra:   "auth: {oauth: {issuer: \"http://auth.example.com\", scopes: {read: \"a b\"}}}\n",
+			code:    1,
+			want: []string{`auth.oauth.issuer: must be https: plain http is accepted for a loopback host only`,
+				`auth.oauth.scopes.read: must be an OAuth scope`},
 		},
 		{
 			name:  "every problem in one run",

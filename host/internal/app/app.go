@@ -68,6 +68,8 @@ type App struct {
 	// tracing exports the host's and the plugins' spans; nil when it is
 	// off.
 	tracing *tracing
+	// oauth checks OAuth access tokens; nil when auth.oauth is off.
+	oauth *auth.OAuth
 }
 
 // Options are what the configuration file does not say.
@@ -260,7 +262,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Store: idem, Lease: cfg.HTTP.RequestTimeout + idempotencyLeaseMargin, Retention: cfg.Idempotency.Retention, Logger: log,
 	})
 	tokens := auth.New(cfg.Tokens)
-	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, log: log, ttl: cfg.Approvals.TTL, fourEyes: cfg.Approvals.FourEyes, bus: bus, aud: aud, wake: make(chan struct{}, 1)}
+	oauth, err := openOAuth(cfg, gov, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && oauth != nil {
+			oauth.Close()
+		}
+	}()
+	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, oauth: oauth != nil, log: log, ttl: cfg.Approvals.TTL, fourEyes: cfg.Approvals.FourEyes, bus: bus, aud: aud, wake: make(chan struct{}, 1)}
 	gate.UseApprover(tr.approver(desk))
 	confirmer, err := openConfirmer(ctx, cfg, appr)
 	if err != nil {
@@ -312,12 +323,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Observe:         observe,
 		Tracing:         tr.forMCP(gate),
 	}
+	if oauth != nil {
+		sopts.OAuth = oauth
+	}
 	if sopts.Console, err = newConsole(ctx, sopts, gov, tokens, appr); err != nil {
 		return nil, err
 	}
 	srv := server.New(sopts)
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,
-		approvals: desk, metrics: met, metricsLn: metricsLn, tracing: tr,
+		approvals: desk, metrics: met, metricsLn: metricsLn, tracing: tr, oauth: oauth,
 		readSum: fileSum(cfg.File)}, nil
 }
 
@@ -431,6 +445,9 @@ func (a *App) stop() {
 		_ = a.metricsLn.Close()
 	}
 	a.plugins.Stop()
+	if a.oauth != nil {
+		a.oauth.Close()
+	}
 	// The plugins have answered their last calls, and sent their spans.
 	a.tracing.shutdown()
 	if err := a.bus.Close(); err != nil {
@@ -496,7 +513,7 @@ func warnUnusable(log *slog.Logger, cfg *config.Config, reg *registry.Registry) 
 	}
 	if !cfg.Enabled {
 		log.Warn("capgate is disabled (enabled: false): the endpoint answers 404 to every request")
-	} else if len(cfg.Tokens) == 0 {
+	} else if len(cfg.Tokens) == 0 && cfg.Auth.OAuth == nil {
 		log.Warn("no tokens are configured: the endpoint answers 404 to every request")
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/host/internal/confirm"
 	"github.com/capgate/capgate/host/internal/events"
@@ -38,7 +40,10 @@ type approvalDesk struct {
 	gate  *dispatch.Dispatcher
 	// principal returns a token's principal as the tokens stand now.
 	principal func(label string) (dispatch.Principal, bool)
-	log       *slog.Logger
+	// oauth is set while OAuth is on: an OAuth principal's held call then
+	// runs as the principal that asked (see run).
+	oauth bool
+	log   *slog.Logger
 	// aud records each decision made here; nil records none.
 	aud *auditor
 	// bus carries approval.requested and approval.decided, for the asker
@@ -259,7 +264,17 @@ func (a *approvalDesk) runApproved(ctx context.Context) {
 // stands now, with the grant of exactly this call.
 func (a *approvalDesk) run(ctx context.Context, ap approvals.Approval) approvals.Outcome {
 	p, ok := a.principal(ap.TokenLabel)
+	if !ok && a.oauth && strings.HasPrefix(ap.TokenLabel, auth.OAuthLabelPrefix) {
+		// An access token cannot be looked up later as a configured token
+		// can: the call runs as the principal the token made when it was
+		// held, its role's permissions as they stand now, through every
+		// step again.
+		p, ok = dispatch.Principal{Role: ap.Role, Scope: dispatch.Scope(ap.Scope), UserID: ap.UserID, Token: ap.TokenLabel}, true
+	}
 	switch {
+	case !ok && strings.HasPrefix(ap.TokenLabel, auth.OAuthLabelPrefix):
+		return approvals.Outcome{Kind: approvals.OutcomeRefused, Message: fmt.Sprintf(
+			"not run: it was asked with an OAuth access token (%s), and OAuth is no longer configured", ap.TokenLabel)}
 	case !ok:
 		return approvals.Outcome{Kind: approvals.OutcomeRefused, Message: fmt.Sprintf(
 			"not run: the token %q that asked for it is no longer configured", ap.TokenLabel)}

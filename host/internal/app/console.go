@@ -23,7 +23,9 @@ func newConsole(ctx context.Context, opts server.Options, gov *governance, token
 		return nil, fmt.Errorf("database.dsn: approvals: %w", err)
 	}
 	api := opts
-	api.Auth = labelAuth{tokens}
+	// The console signs in with configured tokens only, and its calls
+	// carry their label.
+	api.Auth, api.OAuth = labelAuth{tokens}, nil
 	// The console's reads are not MCP requests, and it has no console.
 	api.Observe, api.Console = nil, nil
 	c, err := console.New(console.Options{

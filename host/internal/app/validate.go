@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/capgate/capgate/host/internal/approvalspack"
+	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/catalogue"
 	"github.com/capgate/capgate/host/internal/config"
 	"github.com/capgate/capgate/host/internal/eventspack"
@@ -52,6 +53,13 @@ func Validate(ctx context.Context, cfg *config.Config, opts Options) (Validation
 					skip[i] = true
 				}
 			}
+		}
+	}
+	if o := cfg.Auth.OAuth; o != nil {
+		// The issuer may be out of this machine's reach and within the
+		// host's: a warning, not a problem.
+		if _, err := auth.CheckKeys(ctx, *o, nil); err != nil {
+			v.Warnings = append(v.Warnings, fmt.Sprintf("auth.oauth: the issuer's keys could not be fetched from here (%v); serve starts all the same and answers access tokens 503 until it can fetch them", err))
 		}
 	}
 	var specs []pluginhost.Spec

@@ -302,3 +302,18 @@ func (k *keySource) get(ctx context.Context, u string, limit int64) ([]byte, err
 	}
 	return body, nil
 }
+
+// CheckKeys fetches the issuer's keys once as a running host would
+// (through the issuer's metadata unless jwks_url is set) and returns how
+// many it publishes: `capgate validate` uses it to say whether the
+// issuer can be reached from here.
+func CheckKeys(ctx context.Context, cfg config.OAuth, hc *http.Client) (int, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: fetchTimeout}
+	}
+	k := &keySource{cfg: cfg, hc: hc, log: slog.New(slog.DiscardHandler), jwksURL: cfg.JWKSURL}
+	if err := k.fetch(ctx); err != nil {
+		return 0, err
+	}
+	return k.keys.Load().set.Len(), nil
+}

@@ -52,7 +52,7 @@ func (s *Server) adminOnly(next func(echo.Context, dispatch.Principal) error) ec
 			return echo.ErrNotFound
 		}
 		if p.Scope != dispatch.ScopeAdmin {
-			return s.problem(c, http.StatusForbidden, forbiddenScope)
+			return s.scopeRefused(c, p)
 		}
 		return next(c, p)
 	})

@@ -135,7 +135,7 @@ func (s *Server) routeInventory(e *echo.Echo) {
 func (s *Server) inventoryRoute(present bool, next principalHandler) echo.HandlerFunc {
 	inner := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		if p.Scope != dispatch.ScopeAdmin {
-			return s.problem(c, http.StatusForbidden, forbiddenScope)
+			return s.scopeRefused(c, p)
 		}
 		return next(c, p)
 	})

@@ -42,7 +42,7 @@ type Approvals interface {
 func (s *Server) approvalsOnly(decide bool, next func(echo.Context, dispatch.Principal) error) echo.HandlerFunc {
 	inner := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		if p.Scope != dispatch.ScopeAdmin {
-			return s.problem(c, http.StatusForbidden, forbiddenScope)
+			return s.scopeRefused(c, p)
 		}
 		if decide && !s.opts.Dispatcher.Holds(p, PermissionDecide) {
 			return s.problem(c, http.StatusForbidden, "deciding a held call needs a role holding permission "+PermissionDecide)

@@ -101,7 +101,7 @@ type AuditPage struct {
 func (s *Server) auditOnly(next func(echo.Context, dispatch.Principal) error) echo.HandlerFunc {
 	inner := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		if p.Scope != dispatch.ScopeAdmin {
-			return s.problem(c, http.StatusForbidden, forbiddenScope)
+			return s.scopeRefused(c, p)
 		}
 		return next(c, p)
 	})

@@ -75,6 +75,11 @@ type Options struct {
 	Dispatcher *dispatch.Dispatcher
 	// Auth authenticates bearer tokens. Required.
 	Auth Authenticator
+	// OAuth, when set, accepts OAuth access tokens beside Auth's tokens
+	// and publishes the protected resource metadata; a request without a
+	// token it or Auth accepts then gets 401 with a challenge saying where
+	// to get one, not 404. nil: the static tokens alone.
+	OAuth OAuth
 	// Records makes the platform's catalogue records MCP resources (see
 	// mcp.Records); the zero value serves none.
 	Records mcp.Records
@@ -192,6 +197,7 @@ func New(opts Options) *Server {
 	})
 	s.routeInventory(e)
 	s.routeConsole(e)
+	s.routeOAuth(e)
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
 	e.GET(LivePath, s.live)
@@ -264,15 +270,20 @@ type principalHandler func(echo.Context, dispatch.Principal) error
 
 // authenticated admits only callers with a known bearer token while the
 // endpoint is enabled. Everyone else gets echo's own not-found answer, byte
-// for byte, so the endpoint cannot be told from a path that does not exist.
-// The principal goes to next as an argument rather than through the echo
-// context's map, which would allocate on every request.
+// for byte, so the endpoint cannot be told from a path that does not exist
+// — unless OAuth is on, when a client must be told where to get a token
+// (authenticateOAuth). The principal goes to next as an argument rather
+// than through the echo context's map, which would allocate on every
+// request.
 func (s *Server) authenticated(next principalHandler) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !s.opts.Enabled {
 			return echo.ErrNotFound
 		}
 		authz := c.Request().Header.Get(echo.HeaderAuthorization)
+		if s.opts.OAuth != nil {
+			return s.authenticateOAuth(c, authz, next)
+		}
 		if authz == "" {
 			return echo.ErrNotFound
 		}
