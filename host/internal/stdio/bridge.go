@@ -247,8 +247,12 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		m := parse(l.data)
 		if m.method == methodCancelled {
 			// Cancelled here first, even while every slot is taken by
-			// the very calls it may cancel.
-			b.cancelFlight(m)
+			// the very calls it may cancel. From 2026-07-28 on, closing
+			// the exchange is the whole of it: the notification has no
+			// meaning over HTTP.
+			if ver := b.cancelFlight(m); ver >= firstModern {
+				continue
+			}
 		}
 		if m.method == "initialize" {
 			// The client may send nothing else until it is answered, and
@@ -323,13 +327,14 @@ type flights struct {
 
 type flight struct {
 	cancel    context.CancelFunc
+	version   string // the protocol version it was sent under
 	cancelled atomic.Bool
 }
 
 // start registers a request; of two with the same id, the newer one is
 // cancelled by name, as capgate does.
-func (fs *flights) start(key string, cancel context.CancelFunc) *flight {
-	f := &flight{cancel: cancel}
+func (fs *flights) start(key, version string, cancel context.CancelFunc) *flight {
+	f := &flight{cancel: cancel, version: version}
 	fs.mu.Lock()
 	if fs.m == nil {
 		fs.m = map[string]*flight{}
@@ -357,19 +362,23 @@ func (fs *flights) take(key string) *flight {
 // names: closing the connection is what cancels a call on capgate at
 // 2026-07-28, and at every version it stops the call inside the plugin.
 // Nothing is written for the cancelled request; the client has given up
-// on it.
-func (b *Bridge) cancelFlight(m message) {
+// on it. It returns the version the request was sent under, "" when none
+// is under way.
+func (b *Bridge) cancelFlight(m message) string {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
 	if json.Unmarshal(m.params, &p) != nil || len(p.RequestID) == 0 {
-		return
+		return ""
 	}
-	if f := b.flights.take(idKey(p.RequestID)); f != nil {
-		f.cancelled.Store(true)
-		f.cancel()
-		b.log.Debug("request cancelled by the client", slog.String("id", clip(idKey(p.RequestID))))
+	f := b.flights.take(idKey(p.RequestID))
+	if f == nil {
+		return ""
 	}
+	f.cancelled.Store(true)
+	f.cancel()
+	b.log.Debug("request cancelled by the client", slog.String("id", clip(idKey(p.RequestID))))
+	return f.version
 }
 
 // idKey is a JSON-RPC id as a map key: its compact JSON.

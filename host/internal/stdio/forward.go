@@ -38,7 +38,7 @@ func (b *Bridge) handle(ctx context.Context, m message) {
 	var f *flight
 	if m.isRequest() {
 		key := idKey(m.id)
-		f = b.flights.start(key, cancel)
+		f = b.flights.start(key, ver, cancel)
 		defer b.flights.end(key, f)
 	}
 	// Nothing more is written for a request the client cancelled, nor

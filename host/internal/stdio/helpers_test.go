@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,9 +70,12 @@ type capgate struct {
 	srv  *httptest.Server
 	url  string // its MCP endpoint
 	logs *mcptest.LogBuffer
+
+	mu      sync.Mutex
+	methods []string
 }
 
-func startCapgate(t *testing.T, edit func(*server.Options)) *capgate {
+func startCapgate(t testing.TB, edit func(*server.Options)) *capgate {
 	t.Helper()
 	reg := registry.New([]string{"demo"})
 	obj := json.RawMessage(`{"type":"object"}`)
@@ -113,15 +117,35 @@ func startCapgate(t *testing.T, edit func(*server.Options)) *capgate {
 	if edit != nil {
 		edit(&opts)
 	}
-	srv := httptest.NewServer(server.New(opts).Handler())
-	t.Cleanup(srv.Close)
-	return &capgate{platform: p, srv: srv, url: srv.URL + server.MCPPath, logs: logs}
+	c := &capgate{platform: p, logs: logs}
+	h := server.New(opts).Handler()
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Each method posted, as capgate reads it from the body.
+		body, _ := io.ReadAll(r.Body)
+		if m := parse(body); m.method != "" {
+			c.mu.Lock()
+			c.methods = append(c.methods, m.method)
+			c.mu.Unlock()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(c.srv.Close)
+	c.url = c.srv.URL + server.MCPPath
+	return c
+}
+
+// posted reports whether capgate was sent a message with method.
+func (c *capgate) posted(method string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.methods, method)
 }
 
 // post sends one message straight to capgate, as a Streamable HTTP client
 // would with the given version, and returns the body: what the bridge
 // must hand the client unchanged.
-func (c *capgate) post(t *testing.T, token, version, body string, hdr map[string]string) string {
+func (c *capgate) post(t testing.TB, token, version, body string, hdr map[string]string) string {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
 	if err != nil {
@@ -150,7 +174,7 @@ func (c *capgate) post(t *testing.T, token, version, body string, hdr map[string
 
 // session is a bridge serving over pipes, and the client's end of them.
 type session struct {
-	t      *testing.T
+	t      testing.TB
 	b      *Bridge
 	in     *io.PipeWriter
 	lines  chan string
@@ -161,7 +185,7 @@ type session struct {
 
 // bridge starts a bridge with opts (URL and Token filled from c and
 // token when empty) serving until the test ends.
-func bridge(t *testing.T, opts Options) *session {
+func bridge(t testing.TB, opts Options) *session {
 	t.Helper()
 	logs := &mcptest.LogBuffer{}
 	if opts.Logger == nil {
@@ -244,7 +268,7 @@ type rpcError struct {
 	} `json:"error"`
 }
 
-func decodeError(t *testing.T, line string) rpcError {
+func decodeError(t testing.TB, line string) rpcError {
 	t.Helper()
 	var e rpcError
 	if err := json.Unmarshal([]byte(line), &e); err != nil || e.Error == nil {
@@ -255,7 +279,7 @@ func decodeError(t *testing.T, line string) rpcError {
 
 // bridgeProblem checks that line is the bridge's error for request id, of
 // kind, and returns its message.
-func bridgeProblem(t *testing.T, line, id string, kind Kind) string {
+func bridgeProblem(t testing.TB, line, id string, kind Kind) string {
 	t.Helper()
 	e := decodeError(t, line)
 	var data struct {
