@@ -39,16 +39,8 @@ func stdioCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "capgate stdio: %s is refused: a token on the command line is visible to every user of this machine (ps) and kept in shell histories and client logs; put it in %s (a client's server entry has an env block for it)\n", flagged, stdio.TokenEnv)
 		return 2
 	}
-	fs := flag.NewFlagSet("capgate stdio", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, stdioUsage) }
-	rawURL := fs.String("url", "", "capgate's MCP endpoint (default: "+stdio.URLEnv+", else "+stdio.DefaultURL+")")
-	check := fs.Bool("check", false, "check the URL and the token, say what answered, and exit: 0 when capgate takes the token, 1 when not")
-	caFile := fs.String("cacert", "", "PEM file of the certificate authorities to trust for an https URL, instead of the system's")
-	insecure := fs.Bool("allow-insecure-http", false, "allow a plain http URL to another machine (the token would cross the network unencrypted)")
-	timeout := fs.Duration("timeout", stdio.DefaultTimeout, "how long capgate may take to answer one message (or between two events of a stream)")
-	maxBytes := fs.Int64("max-message-bytes", stdio.DefaultMaxMessageBytes, "the largest message taken from the client: capgate's http.max_body_bytes")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs, f := stdioFlags(stderr)
+	rawURL, check, caFile, insecure, timeout, maxBytes, level := f.url, f.check, f.caFile, f.insecure, f.timeout, f.maxBytes, f.level
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -145,6 +137,31 @@ func stdioCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// stdioOptions are the flags of capgate stdio.
+type stdioOptions struct {
+	url, caFile, level *string
+	check, insecure    *bool
+	timeout            *time.Duration
+	maxBytes           *int64
+}
+
+// stdioFlags defines the flags of capgate stdio, writing complaints to
+// stderr.
+func stdioFlags(stderr io.Writer) (*flag.FlagSet, stdioOptions) {
+	fs := flag.NewFlagSet("capgate stdio", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, stdioUsage) }
+	return fs, stdioOptions{
+		url:      fs.String("url", "", "capgate's MCP endpoint (default: "+stdio.URLEnv+", else "+stdio.DefaultURL+")"),
+		check:    fs.Bool("check", false, "check the URL and the token, say what answered, and exit: 0 when capgate takes the token, 1 when not"),
+		caFile:   fs.String("cacert", "", "PEM file of the certificate authorities to trust for an https URL, instead of the system's"),
+		insecure: fs.Bool("allow-insecure-http", false, "allow a plain http URL to another machine (the token would cross the network unencrypted)"),
+		timeout:  fs.Duration("timeout", stdio.DefaultTimeout, "how long capgate may take to answer one message (or between two events of a stream)"),
+		maxBytes: fs.Int64("max-message-bytes", stdio.DefaultMaxMessageBytes, "the largest message taken from the client: capgate's http.max_body_bytes"),
+		level:    fs.String("log-level", "info", "debug, info, warn or error"),
+	}
 }
 
 // tokenFlag finds a -token or --token argument (with or without a value)

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -146,5 +149,99 @@ func TestStdioServe(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "forwarding MCP from stdin to capgate") || strings.Contains(stderr.String(), stdioToken) {
 		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
+
+// TestEditorsDocSnippets reads docs/editors.md: every JSON block is valid
+// JSON, every server in it that runs capgate runs `capgate stdio` with
+// flags the command takes and the token in its environment, never its
+// arguments; the command lines of its shell blocks parse the same way.
+func TestEditorsDocSnippets(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "editors.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkArgs := func(where string, args []string) {
+		t.Helper()
+		if len(args) == 0 || args[0] != "stdio" {
+			t.Errorf("%s: capgate runs with %q, want stdio first", where, args)
+			return
+		}
+		if flagged, ok := tokenFlag(args[1:]); ok {
+			t.Errorf("%s: %s on the command line", where, flagged)
+		}
+		fs, _ := stdioFlags(io.Discard)
+		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
+			t.Errorf("%s: capgate %q: %v", where, args, err)
+		}
+	}
+	blocks, servers, commands := 0, 0, 0
+	lines := strings.Split(string(doc), "\n")
+	for i := 0; i < len(lines); i++ {
+		lang, ok := strings.CutPrefix(lines[i], "```")
+		if !ok || lang == "" {
+			continue
+		}
+		start := i + 1
+		for i++; i < len(lines) && lines[i] != "```"; i++ {
+		}
+		body := strings.Join(lines[start:i], "\n")
+		where := fmt.Sprintf("docs/editors.md:%d", start)
+		switch lang {
+		case "json":
+			blocks++
+			var cfg map[string]map[string]struct {
+				Type    string            `json:"type"`
+				Command string            `json:"command"`
+				Args    []string          `json:"args"`
+				Env     map[string]string `json:"env"`
+				URL     string            `json:"url"`
+			}
+			var raw map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(body), &raw); err != nil {
+				t.Errorf("%s: not JSON: %v", where, err)
+				continue
+			}
+			delete(raw, "inputs")
+			b, _ := json.Marshal(raw)
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				t.Errorf("%s: %v", where, err)
+				continue
+			}
+			for key, entries := range cfg {
+				if key != "mcpServers" && key != "servers" {
+					t.Errorf("%s: top-level key %q, want mcpServers or servers", where, key)
+				}
+				for name, s := range entries {
+					servers++
+					switch {
+					case s.URL != "":
+						if !strings.HasSuffix(s.URL, "/api/v1/mcp") {
+							t.Errorf("%s: server %s at %s, not capgate's endpoint", where, name, s.URL)
+						}
+					case key == "servers" && s.Type != "stdio":
+						t.Errorf("%s: VS Code server %s has type %q, want stdio", where, name, s.Type)
+					case s.Env[stdio.TokenEnv] == "":
+						t.Errorf("%s: server %s sets no %s", where, name, stdio.TokenEnv)
+					default:
+						checkArgs(where, s.Args)
+					}
+				}
+			}
+		case "sh":
+			cmd := strings.ReplaceAll(body, "\\\n", " ")
+			for l := range strings.SplitSeq(cmd, "\n") {
+				_, after, ok := strings.Cut(l, "/usr/local/bin/capgate ")
+				if !ok {
+					continue
+				}
+				commands++
+				after, _, _ = strings.Cut(after, "#")
+				checkArgs(where, strings.Fields(after))
+			}
+		}
+	}
+	if blocks < 6 || servers < 6 || commands < 2 {
+		t.Errorf("read %d JSON blocks, %d servers, %d capgate command lines: the page lost its snippets", blocks, servers, commands)
 	}
 }
