@@ -7,7 +7,9 @@
 //     scenarios), with a list of expected failures that names a reason for
 //     each one and fails when an expected failure starts to pass;
 //   - the TypeScript SDK client (@modelcontextprotocol/sdk), through
-//     js/client.mjs;
+//     js/client.mjs, and its OAuth sign-in (authorization code with PKCE
+//     against a real authorization server the test runs, authtest) through
+//     js/oauth.mjs;
 //   - the Go SDK client (github.com/modelcontextprotocol/go-sdk/mcp), once
 //     per supported protocol version;
 //
