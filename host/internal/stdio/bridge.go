@@ -212,7 +212,7 @@ func newClient(opts Options) *http.Client {
 // answered, or when ctx ends, after cancelling the exchanges under way. It
 // returns an error when in or out fails.
 func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
-	b.out = lineWriter{w: out}
+	b.out = lineWriter{w: out, dead: make(chan struct{})}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -232,6 +232,10 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-b.out.dead:
+			// The client is gone; nobody reads what is under way.
+			cancel()
+			return b.out.failed()
 		case err := <-readErr:
 			wg.Wait()
 			if err != nil {
@@ -265,15 +269,14 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
+		case <-b.out.dead:
+			cancel()
+			return b.out.failed()
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			b.handle(ctx, m)
 		})
-		if b.out.failed() != nil {
-			// The editor is gone; nobody reads what is under way.
-			cancel()
-		}
 	}
 }
 
@@ -292,9 +295,10 @@ func (b *Bridge) refuseTooLong(prefix []byte) {
 
 // lineWriter writes whole lines to the client, one at a time.
 type lineWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	err error
+	mu   sync.Mutex
+	w    io.Writer
+	err  error
+	dead chan struct{} // closed when a write fails
 }
 
 // write writes msg, which must be compact JSON, and a newline.
@@ -308,6 +312,7 @@ func (w *lineWriter) write(msg []byte) error {
 	}
 	if _, err := w.w.Write(buf); err != nil {
 		w.err = fmt.Errorf("write stdout: %w", err)
+		close(w.dead)
 	}
 	return w.err
 }

@@ -1,8 +1,11 @@
 package stdio
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -300,5 +303,33 @@ func TestNoSecretsLogged(t *testing.T) {
 	}
 	if !strings.Contains(s.logs.String(), "method=tools/call") {
 		t.Errorf("the debug log does not name the method:\n%s", s.logs.String())
+	}
+}
+
+// failingWriter is a stdout whose reader has gone.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// TestStdoutFails: when the answers cannot be written (the client closed
+// its end), Serve stops, cancelling what is under way, and says why.
+func TestStdoutFails(t *testing.T) {
+	c := startCapgate(t, nil)
+	b, err := New(Options{URL: c.url, Token: userToken, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(context.Background(), inR, failingWriter{}) }()
+	io.WriteString(inW, legacyCall(1, capWait, `{"tag":"left"}`)+"\n")
+	<-c.started
+	io.WriteString(inW, legacyCall(2, capEcho, `{}`)+"\n")
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "write stdout") {
+		t.Fatalf("Serve = %v, want the write error", err)
+	}
+	if tag := <-c.ended; tag != "left" {
+		t.Errorf("ended %q", tag)
 	}
 }

@@ -221,6 +221,8 @@ func (b *Bridge) deliver(m *message, msg []byte, gone func() bool) {
 // and client metadata of the call that needs them, to learn their
 // x-mcp-header annotations.
 func (b *Bridge) refreshTools(ctx context.Context, p params, ver string) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
 	meta := map[string]json.RawMessage{}
 	for _, k := range []string{metaProtocolVersion, metaClientInfo, metaClientCapabilities} {
 		if v, ok := p.Meta[k]; ok {
