@@ -176,14 +176,13 @@ func (b *Bridge) unauthorized(challenges []string) *Problem {
 		msg += ": " + clip(ch.desc)
 	}
 	msg += ")"
-	switch {
-	case ch.err == "invalid_token":
-		msg += ": it has expired or is not valid there; get a new access token"
-	default:
-		msg += ": it wants an access token from its authorization server"
+	if ch.err != "" {
+		msg += ": it is neither a token of capgate's config nor an access token it takes now (expired, or for another server); check it, or get a new access token"
+	} else {
+		msg += ": it wants an access token"
 	}
 	if ch.metadata != "" {
-		msg += fmt.Sprintf(" (named in %s)", clip(ch.metadata))
+		msg += fmt.Sprintf(" from the authorization server %s names", clip(ch.metadata))
 	}
 	return &Problem{TokenRefused, msg}
 }
