@@ -42,7 +42,10 @@ func (s *Server) routeOAuth(e *echo.Echo) {
 	}
 	doc := s.opts.OAuth.Metadata()
 	serve := func(c echo.Context) error {
-		c.Response().Header().Set("Cache-Control", "max-age=300")
+		h := c.Response().Header()
+		h.Set("Cache-Control", "max-age=300")
+		// Public by design: a client running in a browser reads it too.
+		h.Set("Access-Control-Allow-Origin", "*")
 		return c.JSONBlob(http.StatusOK, doc)
 	}
 	for _, p := range s.opts.OAuth.MetadataPaths() {

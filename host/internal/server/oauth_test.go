@@ -209,6 +209,7 @@ func TestOAuthMetadataRoutes(t *testing.T) {
 			BearerMethods        []string `json:"bearer_methods_supported"`
 		}
 		if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") || json.Unmarshal(body, &meta) != nil ||
+			res.Header.Get("Access-Control-Allow-Origin") != "*" ||
 			meta.Resource != oauthResource || len(meta.AuthorizationServers) != 1 || meta.AuthorizationServers[0] != f.as.Issuer ||
 			len(meta.BearerMethods) != 1 || meta.BearerMethods[0] != "header" {
 			t.Fatalf("GET %s: %d %s %s", path, res.StatusCode, res.Header.Get("Content-Type"), body)
