@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"encoding/base64"
-	"net"
 	"net/http"
 	"strings"
 )
@@ -88,84 +87,6 @@ func refused(params string) bool {
 		return strings.Trim(v[1:], ".0") == ""
 	}
 	return false
-}
-
-// originPolicy decides which browser origins may call the endpoint. It is
-// the DNS-rebinding defence: a page that had a hostile name re-pointed at
-// this server still sends its own Origin, which is refused.
-type originPolicy struct {
-	any     bool
-	allowed map[string]bool
-}
-
-func newOriginPolicy(list []string) originPolicy {
-	p := originPolicy{allowed: map[string]bool{}}
-	for _, o := range list {
-		o = strings.ToLower(strings.TrimRight(strings.TrimSpace(o), "/"))
-		if o == "*" {
-			p.any = true
-		} else if o != "" {
-			p.allowed[o] = true
-		}
-	}
-	return p
-}
-
-// allows reports whether a request carrying Origin origin to Host host may
-// proceed. Allowed are: origins listed by the operator; loopback origins
-// (a page served from the user's own machine); and an origin naming exactly
-// the host the request was sent to when that host is an IP literal.
-//
-// A same-host match by *name* is deliberately not enough: under DNS
-// rebinding the attacker's page and its request share the attacker's name,
-// so Origin and Host agree. Only names DNS cannot re-point count, and any
-// named deployment that serves a browser client lists its origin.
-func (p originPolicy) allows(origin, host string) bool {
-	if p.any {
-		return true
-	}
-	o := strings.ToLower(strings.TrimRight(origin, "/"))
-	if p.allowed[o] {
-		return true
-	}
-	scheme, rest, ok := strings.Cut(o, "://")
-	if !ok || (scheme != "http" && scheme != "https") || rest == "" || strings.ContainsAny(rest, "/?#@") {
-		return false
-	}
-	oh := hostOnly(rest)
-	if isLoopback(oh) {
-		return true
-	}
-	if net.ParseIP(oh) == nil {
-		return false
-	}
-	return strings.EqualFold(withDefaultPort(rest, scheme), withDefaultPort(host, scheme))
-}
-
-// hostOnly strips the port and IPv6 brackets from host[:port].
-func hostOnly(hp string) string {
-	if h, _, err := net.SplitHostPort(hp); err == nil {
-		return h
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]")
-}
-
-func withDefaultPort(hp, scheme string) string {
-	if _, _, err := net.SplitHostPort(hp); err == nil {
-		return hp
-	}
-	if scheme == "https" {
-		return hp + ":443"
-	}
-	return hp + ":80"
-}
-
-func isLoopback(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // decodeHeaderValue undoes the "=?base64?...?=" sentinel a client uses for

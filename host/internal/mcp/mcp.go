@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/capgate/capgate/host/internal/origin"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
 )
@@ -72,7 +73,7 @@ type Handler struct {
 	// declare any; most declare none and cost nothing.
 	paramHeaders map[string][]paramHeader
 	records      recordSet
-	origins      originPolicy
+	origins      origin.Policy
 	maxBody      int64
 	timeout      time.Duration
 	log          *slog.Logger
@@ -102,7 +103,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 		reg:          d.Registry(),
 		tools:        map[*registry.Entry]toolJSON{},
 		paramHeaders: map[string][]paramHeader{},
-		origins:      newOriginPolicy(opts.AllowedOrigins),
+		origins:      origin.NewPolicy(opts.AllowedOrigins),
 		maxBody:      opts.MaxBodyBytes,
 		timeout:      opts.RequestTimeout,
 		log:          opts.Logger,
@@ -164,8 +165,8 @@ func putBuf(b *[]byte) {
 // transport checks come first, in the order the transport specification
 // lists them; the JSON-RPC body is only read once they pass.
 func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p dispatch.Principal) {
-	if origin, ok := header(r.Header, hdrOrigin); ok && !h.origins.allows(origin, r.Host) {
-		h.transportError(w, http.StatusForbidden, codeInvalidRequest, "forbidden: origin "+strconv.Quote(origin)+" may not call this server")
+	if o, ok := header(r.Header, hdrOrigin); ok && !h.origins.Allows(o, r.Host) {
+		h.transportError(w, http.StatusForbidden, codeInvalidRequest, "forbidden: origin "+strconv.Quote(o)+" may not call this server")
 		return
 	}
 	if r.Method != http.MethodPost {
