@@ -198,6 +198,7 @@ func New(opts Options) *Server {
 	s.routeInventory(e)
 	s.routeConsole(e)
 	s.routeOAuth(e)
+	s.routeREST(e)
 	e.GET(HealthPath, s.health)
 	e.HEAD(HealthPath, s.health)
 	e.GET(LivePath, s.live)
@@ -298,6 +299,14 @@ func (s *Server) authenticated(next principalHandler) echo.HandlerFunc {
 // busy answers a request over MaxInFlight: 503 with Retry-After, and a
 // JSON-RPC error saying why, so a client backs off instead of queuing.
 func (s *Server) busy(c echo.Context) error {
+	s.noteBusy(c)
+	return c.JSONBlob(http.StatusServiceUnavailable, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"server busy: `+
+		strconv.Itoa(s.opts.MaxInFlight)+` requests in flight (http.max_in_flight); retry shortly"}}`))
+}
+
+// noteBusy sets Retry-After on a request refused as busy, and counts and
+// now and then logs such refusals.
+func (s *Server) noteBusy(c echo.Context) {
 	c.Response().Header().Set("Retry-After", "1")
 	n := s.refused.Add(1)
 	now := time.Now().UnixNano()
@@ -306,8 +315,6 @@ func (s *Server) busy(c echo.Context) error {
 		s.log.LogAttrs(c.Request().Context(), slog.LevelWarn, "http: busy, requests refused",
 			slog.Int64("refused", n), slog.Int("max_in_flight", s.opts.MaxInFlight))
 	}
-	return c.JSONBlob(http.StatusServiceUnavailable, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"server busy: `+
-		strconv.Itoa(s.opts.MaxInFlight)+` requests in flight (http.max_in_flight); retry shortly"}}`))
 }
 
 // recoverPanics turns a panic into a logged 500 instead of a dropped
