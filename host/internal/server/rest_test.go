@@ -164,3 +164,35 @@ func TestRESTSharesMaxInFlight(t *testing.T) {
 		t.Errorf("REST once the slot came back: %d", resp.StatusCode)
 	}
 }
+
+// TestRESTOAuthLikeMCP: with OAuth configured, the REST routes answer a
+// missing or refused token exactly as the MCP endpoint does (401 or 403
+// with the same challenge and body), and an access token OAuth accepts
+// calls through the gate as its principal.
+func TestRESTOAuthLikeMCP(t *testing.T) {
+	f := newOAuthFixture(t, nil)
+	for _, authz := range []string{"", "Basic YWxpY2U6cw==", "Bearer not-a-configured-token", "Bearer " + f.robot(t, "profile", oauthResource)} {
+		want := f.do(t, mcpRequest(t, http.MethodPost, MCPPath, authz, listBody))
+		for _, r := range []*http.Request{
+			restRequest(t, http.MethodGet, RESTCapabilitiesPath, authz, ""),
+			restRequest(t, http.MethodPost, RESTCapabilitiesPath+"/"+mcptest.BookingGet, authz, `{"id":"b-1"}`),
+			restRequest(t, http.MethodGet, RESTOpenAPIPath, authz, ""),
+		} {
+			got := f.do(t, r)
+			if want.Code != 401 && want.Code != 403 || got.Code != want.Code ||
+				got.Header().Get("WWW-Authenticate") != want.Header().Get("WWW-Authenticate") || got.Body.String() != want.Body.String() {
+				t.Errorf("%q %s: %d %q %s\nMCP: %d %q %s", authz, r.URL.Path, got.Code, got.Header().Get("WWW-Authenticate"), got.Body,
+					want.Code, want.Header().Get("WWW-Authenticate"), want.Body)
+			}
+		}
+	}
+	alice := "Bearer " + f.alice(t, "openid capgate:action")
+	rec := f.do(t, restRequest(t, http.MethodPost, RESTCapabilitiesPath+"/"+mcptest.BookingGet, alice, `{"id":"b-1"}`))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "Dentist") {
+		t.Fatalf("alice's access token, her booking: %d %s", rec.Code, rec.Body)
+	}
+	rec = f.do(t, restRequest(t, http.MethodPost, RESTCapabilitiesPath+"/"+mcptest.BookingGet, alice, `{"id":"b-2"}`))
+	if rec.Code != 403 || !strings.Contains(rec.Body.String(), `"step":"ownership"`) {
+		t.Fatalf("alice's access token, bob's booking: %d %s", rec.Code, rec.Body)
+	}
+}
