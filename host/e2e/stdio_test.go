@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -364,5 +365,50 @@ func TestStdioTokenFlagRefused(t *testing.T) {
 	}
 	if s := stderr.String(); !strings.Contains(s, "-token is refused") || !strings.Contains(s, "CAPGATE_TOKEN") || strings.Contains(s, tokenAlice) {
 		t.Errorf("stderr:\n%s\nwant the refusal naming CAPGATE_TOKEN, without the token", s)
+	}
+}
+
+// TestStdioSignal: SIGTERM while a call is under way (probe.slow, which
+// holds it a minute) ends `capgate stdio` with exit 0, its stdout holding
+// only whole answers.
+func TestStdioSignal(t *testing.T) {
+	needE2E(t)
+	h := startProbeHost(t)
+	cmd, stderr := stdioCommand(t, h.url(), tokenAlice, "-log-level", "debug")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	lines := bufio.NewScanner(stdout)
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"protocolVersion":"2025-11-25"`) {
+		t.Fatalf("initialize: %s; stderr:\n%s", lines.Bytes(), stderr.String())
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"probe.slow","arguments":{"ms":60000}}}`+"\n")
+	// The call is under way once the bridge says it forwards it.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(stderr.String(), `msg="message forwarding" method=tools/call`) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	for lines.Scan() {
+		rest = append(rest, lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("capgate stdio after SIGTERM: %v, want exit 0; stderr:\n%s", err, stderr.String())
+	}
+	if len(rest) > 0 {
+		t.Errorf("stdout after SIGTERM: %q, want nothing for the cancelled call", rest)
 	}
 }

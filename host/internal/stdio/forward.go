@@ -46,6 +46,9 @@ func (b *Bridge) handle(ctx context.Context, m message) {
 	gone := func() bool { return parent.Err() != nil || (f != nil && f.cancelled.Load()) }
 
 	start := time.Now()
+	if b.log.Enabled(parent, slog.LevelDebug) {
+		b.log.LogAttrs(parent, slog.LevelDebug, "message forwarding", slog.String("method", m.methodName()), slog.String("version", clip(ver)))
+	}
 	status, retry, prob := b.exchange(ctx, &m, p, ver, true, gone)
 	if retry {
 		// The spec's remedy for a HeaderMismatch on tools/call: read the
