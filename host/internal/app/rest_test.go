@@ -151,7 +151,6 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-
 func approvalID(t *testing.T, pending []byte) string {
 	t.Helper()
 	var p struct {
