@@ -105,6 +105,8 @@ soak:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/mcp
+	$(GO) test -run '^$$' -fuzz '^FuzzCallBody$$' -fuzztime $(FUZZTIME) ./host/internal/rest
+	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./host/internal/rest
 	$(GO) test -run '^$$' -fuzz '^FuzzFastCheck$$' -fuzztime $(FUZZTIME) ./internal/registry
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBlock$$' -fuzztime $(FUZZTIME) ./host/internal/audit
 	$(GO) test -run '^$$' -fuzz '^FuzzAnswered$$' -fuzztime $(FUZZTIME) ./host/internal/confirm
