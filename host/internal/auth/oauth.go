@@ -90,6 +90,9 @@ type OAuth struct {
 	now     func() time.Time
 	keys    *keySource
 	algs    map[jwa.SignatureAlgorithm]bool
+	// checked holds the tokens whose signature and claims passed, so that
+	// a client's every request does not pay for the signature again.
+	checked checkedTokens
 
 	metadata []byte
 	paths    []string
@@ -256,14 +259,36 @@ func (o *OAuth) Authenticate(ctx context.Context, token string) (dispatch.Princi
 	return p, err
 }
 
-// Accepted types: none, JWT, or RFC 9068's access token type. Any other
-// (an ID token's profile, a logout token) is not an access token.
+// accessTokenTypes are the typ headers of an access token (see verify).
 var accessTokenTypes = []string{"", "jwt", "at+jwt", "application/at+jwt"}
 
 func (o *OAuth) authenticate(ctx context.Context, token string) (dispatch.Principal, error) {
 	if !LooksLikeJWT(token) {
 		return dispatch.Principal{}, invalid("the access token is malformed", "not a compact JWS")
 	}
+	sum := sha256.Sum256([]byte(token))
+	now := o.now()
+	// The keys as they stand before the check: a token checked is taken
+	// again only while they do, so a key the issuer withdraws stops
+	// admitting its tokens at the fetch that finds it gone.
+	keys := o.keys.keys.Load()
+	if tok, ok := o.checked.get(sum, keys, now); ok {
+		// The claims are mapped again: roles may have changed since.
+		return o.principal(ctx, tok)
+	}
+	tok, err := o.verify(ctx, token)
+	if err != nil {
+		return dispatch.Principal{}, err
+	}
+	o.checked.put(sum, tok, keys, now, o.cfg.ClockSkew)
+	return o.principal(ctx, tok)
+}
+
+// verify checks token's signature and claims, and returns it parsed.
+//
+// Accepted types: none, JWT, or RFC 9068's access token type. Any other
+// (an ID token's profile, a logout token) is not an access token.
+func (o *OAuth) verify(ctx context.Context, token string) (jwt.Token, error) {
 	// The protected header alone, to choose the key: the whole token is
 	// parsed once, by the verification below.
 	var h struct {
@@ -274,21 +299,21 @@ func (o *OAuth) authenticate(ctx context.Context, token string) (dispatch.Princi
 	head, _, _ := strings.Cut(token, ".")
 	raw, err := base64.RawURLEncoding.DecodeString(head)
 	if err != nil || json.Unmarshal(raw, &h) != nil {
-		return dispatch.Principal{}, invalid("the access token is malformed", "protected header")
+		return nil, invalid("the access token is malformed", "protected header")
 	}
 	alg, ok := jwa.LookupSignatureAlgorithm(h.Alg)
 	if !ok || !o.algs[alg] {
-		return dispatch.Principal{}, invalid("the access token is signed with an algorithm this server does not accept", "alg "+bound(h.Alg, 32))
+		return nil, invalid("the access token is signed with an algorithm this server does not accept", "alg "+bound(h.Alg, 32))
 	}
 	if !slices.Contains(accessTokenTypes, strings.ToLower(h.Typ)) {
-		return dispatch.Principal{}, invalid("the token is not an access token", "typ "+bound(h.Typ, 32))
+		return nil, invalid("the token is not an access token", "typ "+bound(h.Typ, 32))
 	}
 	key, err := o.keys.lookup(ctx, h.Kid)
 	if err != nil {
-		return dispatch.Principal{}, err
+		return nil, err
 	}
 	if ka, ok := key.Algorithm(); ok && ka.String() != alg.String() {
-		return dispatch.Principal{}, invalid("the access token's signature does not verify", "the key is for "+ka.String()+", the token says "+alg.String())
+		return nil, invalid("the access token's signature does not verify", "the key is for "+ka.String()+", the token says "+alg.String())
 	}
 	tok, err := jwt.ParseString(token,
 		jwt.WithKey(alg, key),
@@ -301,16 +326,16 @@ func (o *OAuth) authenticate(ctx context.Context, token string) (dispatch.Princi
 		jwt.WithRequiredClaim(jwt.SubjectKey),
 	)
 	if err != nil {
-		return dispatch.Principal{}, classify(err)
+		return nil, classify(err)
 	}
 	var cnf any
 	if tok.Get("cnf", &cnf) == nil {
 		// A sender-constrained token (DPoP, mTLS) is only safe where the
 		// proof is checked; taking it as a plain bearer token would undo
 		// the constraint.
-		return dispatch.Principal{}, invalid("sender-constrained tokens are not accepted here", "cnf claim")
+		return nil, invalid("sender-constrained tokens are not accepted here", "cnf claim")
 	}
-	return o.principal(ctx, tok)
+	return tok, nil
 }
 
 // classify turns a validation failure into the refusal a client reads.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -292,7 +293,7 @@ func validClaims(as *authtest.Server, scope string) map[string]any {
 
 // sign makes a JWS with key over claims, headers added to the protected
 // header.
-func sign(t *testing.T, key *authtest.Key, headers map[string]any, claims map[string]any) string {
+func sign(t testing.TB, key *authtest.Key, headers map[string]any, claims map[string]any) string {
 	t.Helper()
 	jk, err := jwk.Import(key.Private)
 	if err != nil {
@@ -532,6 +533,48 @@ func TestOAuthKeyRotation(t *testing.T) {
 	}
 }
 
+// TestOAuthCheckedTokens: a token checked once is taken again without
+// its signature being checked, but never past its expiry, and its claims
+// are mapped anew each time.
+func TestOAuthCheckedTokens(t *testing.T) {
+	key := authtest.NewKey(t, jose.RS256)
+	as := provider(t, authtest.Options{Keys: []*authtest.Key{key}})
+	now := time.Now()
+	roles := map[string]bool{"customer": true, "guest": true}
+	var mu sync.Mutex
+	cfg := oauthConfig(t, as, "")
+	o, err := auth.NewOAuth(auth.OAuthOptions{Config: cfg, Logger: slog.New(slog.DiscardHandler),
+		Now:     func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		HasRole: func(r string) bool { mu.Lock(); defer mu.Unlock(); return roles[r] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	claims := validClaims(as, "capgate:read")
+	claims["exp"] = now.Add(2 * time.Minute).Unix()
+	claims["capgate_role"] = "customer"
+	tok := sign(t, key, nil, claims)
+	for range 3 {
+		if p, err := o.Authenticate(ctx(t), tok); err != nil || p.Role != "customer" {
+			t.Fatalf("checked token: %+v, %v", p, err)
+		}
+	}
+	// The role is removed from the config: the token is refused at once,
+	// though its signature is not checked again.
+	mu.Lock()
+	delete(roles, "customer")
+	mu.Unlock()
+	p, err := o.Authenticate(ctx(t), tok)
+	refusal(t, p, err, 403, "", "the access token's role is not one this server knows")
+	mu.Lock()
+	roles["customer"] = true
+	// Past its expiry and the clock skew the check allows.
+	now = now.Add(2*time.Minute + cfg.ClockSkew + time.Second)
+	mu.Unlock()
+	p, err = o.Authenticate(ctx(t), tok)
+	refusal(t, p, err, 401, "invalid_token", "the access token has expired")
+}
+
 func TestOAuthIssuerUnreachable(t *testing.T) {
 	as := provider(t, authtest.Options{})
 	tok := robotToken(t, as, "capgate:read", resource)
@@ -645,12 +688,54 @@ func TestLooksLikeJWT(t *testing.T) {
 }
 
 // BenchmarkOAuthAuthenticate measures one access token's check, keys
-// held: parsing, the RS256 or ES256 signature, the claims and the
-// principal. A configured token beside it costs one hash
+// held: "first", a token not seen before (parsing, the RS256 or ES256
+// signature, the claims and the principal); "again", a token already
+// checked, as a client's every later request is (its hash, a lookup and
+// the principal). A configured token beside it costs one hash
 // (BenchmarkAuthenticate).
 func BenchmarkOAuthAuthenticate(b *testing.B) {
 	for _, alg := range []jose.SignatureAlgorithm{jose.RS256, jose.ES256} {
-		b.Run(string(alg), func(b *testing.B) {
+		b.Run(string(alg)+"/first", func(b *testing.B) {
+			key := authtest.NewKey(b, alg)
+			as := authtest.Start(b, authtest.Options{Keys: []*authtest.Key{key}})
+			cfg, err := config.Parse([]byte("auth:\n  oauth:\n    issuer: "+as.Issuer+"\n    resource: "+resource+"\n"), "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			o, err := auth.NewOAuth(auth.OAuthOptions{Config: *cfg.Auth.OAuth, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer o.Close()
+			// Tokens differing in their jti, each checked once.
+			toks := make([]string, 2000)
+			for i := range toks {
+				claims := validClaims(as, "capgate:action")
+				claims["jti"] = strconv.Itoa(i)
+				toks[i] = sign(b, key, nil, claims)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i == len(toks) {
+					b.StopTimer()
+					o.Close()
+					if o, err = auth.NewOAuth(auth.OAuthOptions{Config: *cfg.Auth.OAuth, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := o.Authenticate(context.Background(), toks[0]); err != nil {
+						b.Fatal(err)
+					}
+					i = 1
+					b.StartTimer()
+				}
+				if _, err := o.Authenticate(context.Background(), toks[i]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run(string(alg)+"/again", func(b *testing.B) {
 			key := authtest.NewKey(b, alg)
 			as := authtest.Start(b, authtest.Options{Keys: []*authtest.Key{key}})
 			as.AddClient(authtest.Client{ID: robot, Secret: secret})
