@@ -110,6 +110,25 @@ func GrantOf(ctx context.Context) (Grant, bool) {
 	return g, ok
 }
 
+// HeldReport is where the gate says that a call was held for a human: a
+// protocol whose answer differs for a held call (HTTP's 202) learns it
+// from the gate, not from the shape of the result, which a capability's
+// own result could take.
+type HeldReport struct {
+	// Held is set when the call was held; ApprovalID names its request.
+	Held       bool
+	ApprovalID string
+}
+
+type heldKey struct{}
+
+// WithHeldReport returns ctx carrying r, which the gate fills when the
+// call made with ctx is held. Only an adapter that needs it should add
+// it: every context layer lengthens the lookups below it.
+func WithHeldReport(ctx context.Context, r *HeldReport) context.Context {
+	return context.WithValue(ctx, heldKey{}, r)
+}
+
 // ownedBeforeHold is the ownership step of an owner-guarded call asked
 // alone, so that no human is asked to approve a call it would refuse. A
 // provider that cannot answer it alone leaves it to the run, which checks
@@ -186,5 +205,8 @@ func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.
 		return nil, fmt.Errorf("hold %s for approval: %w", e.Name, err)
 	}
 	c.approvalID, c.held = h.ApprovalID, true
+	if r, ok := ctx.Value(heldKey{}).(*HeldReport); ok && r != nil {
+		r.Held, r.ApprovalID = true, h.ApprovalID
+	}
 	return h.Result, nil
 }

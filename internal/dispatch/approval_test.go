@@ -61,11 +61,15 @@ func TestHeldCallWaitsForAHuman(t *testing.T) {
 			d, dk, a := riskyGate(t, risk)
 			args := json.RawMessage(`{ "id": "b-1" }`)
 			ctx := dispatch.WithOrigin(context.Background(), dispatch.Origin{Protocol: "mcp", RequestID: "7"})
-			res, err := d.Invoke(ctx, aliceAction, capCancel, args)
+			var report dispatch.HeldReport
+			res, err := d.Invoke(dispatch.WithHeldReport(ctx, &report), aliceAction, capCancel, args)
 			if err != nil || string(res) != string(pendingResult) {
 				t.Fatalf("Invoke = %s, %v; want the pending result", res, err)
 			}
 			held := a.taken()
+			if !report.Held || report.ApprovalID == "" {
+				t.Fatalf("held report %+v; want the call held, with its approval", report)
+			}
 			if len(held) != 1 || held[0].Principal != aliceAction || held[0].Capability != capCancel ||
 				string(held[0].Args) != string(args) || held[0].Risk != risk || held[0].Origin.RequestID != "7" {
 				t.Fatalf("held %+v", held)
@@ -154,11 +158,16 @@ func TestHoldFailureRunsNothing(t *testing.T) {
 			policy.Risk.Capabilities = map[string]registry.Risk{capCancel: registry.RiskDangerous}
 			d, dk := newGate(t, policy)
 			d.UseApprover(a)
-			if _, err := d.Invoke(context.Background(), aliceAction, capCancel, json.RawMessage(`{"id":"b-1"}`)); err == nil {
+			var report dispatch.HeldReport
+			ctx := dispatch.WithHeldReport(context.Background(), &report)
+			if _, err := d.Invoke(ctx, aliceAction, capCancel, json.RawMessage(`{"id":"b-1"}`)); err == nil {
 				t.Fatal("no error")
 			}
 			if dk.cancelled("b-1") {
 				t.Fatal("the call ran")
+			}
+			if report.Held {
+				t.Fatalf("held report %+v for a call that was not held", report)
 			}
 		})
 	}

@@ -93,9 +93,9 @@ func TestMemoryForgetsOnlyFullBuckets(t *testing.T) {
 	for i := range maxIdleKeys - 1 {
 		allow(t, m, dispatch.LimitKey{Token: fmt.Sprint("idle", i)}, r)
 	}
-	c.advance(2 * time.Hour) // every idle bucket is full again
-	allow(t, m, dispatch.LimitKey{Token: "busy"}, r)   // empty for an hour
-	allow(t, m, dispatch.LimitKey{Token: "new"}, r)    // over the size: the full ones go
+	c.advance(2 * time.Hour)                         // every idle bucket is full again
+	allow(t, m, dispatch.LimitKey{Token: "busy"}, r) // empty for an hour
+	allow(t, m, dispatch.LimitKey{Token: "new"}, r)  // over the size: the full ones go
 	if n := m.keys.Load(); n != 2 {
 		t.Errorf("%d buckets kept, want busy and new", n)
 	}

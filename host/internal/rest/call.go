@@ -30,6 +30,8 @@ type call struct {
 	status int
 	// failure is the answer's problem, when it was one.
 	failure *problem.Details
+	// held is filled by the gate when it holds the call for a human.
+	held dispatch.HeldReport
 }
 
 // panicError carries a panic out of the gate or a provider, so it is
@@ -47,11 +49,11 @@ func (c *call) invokeGate(args []byte) (res json.RawMessage, err error) {
 			res, err = nil, &panicError{value: v, stack: debug.Stack()}
 		}
 	}()
-	return c.h.invoke(c.ctx, c.p, c.name, args)
+	return c.h.invoke(dispatch.WithHeldReport(c.ctx, &c.held), c.p, c.name, args)
 }
 
 // succeeded answers the result: 200 with the result itself, or 202 with
-// the pending result of a call held for a human.
+// the pending result of a call the gate held for a human.
 func (c *call) succeeded(res json.RawMessage) {
 	res = bytes.TrimSpace(res)
 	if len(res) == 0 || !json.Valid(res) {
@@ -59,30 +61,13 @@ func (c *call) succeeded(res json.RawMessage) {
 		return
 	}
 	status := http.StatusOK
-	if isPending(res) {
+	if c.held.Held {
 		status = http.StatusAccepted
 	}
 	c.status = status
 	c.w.Header()["Content-Type"] = jsonType
 	c.w.WriteHeader(status)
 	_, _ = c.w.Write(validUTF8(res)) // a failed write means the client left
-}
-
-// isPending reports whether res is the result the gate answers for a call
-// it held for a human (dispatch.Pending): exactly its four members, with
-// its status. A capability's own result never takes that shape, as no
-// capability is held when it runs.
-func isPending(res []byte) bool {
-	if len(res) == 0 || res[0] != '{' || !bytes.Contains(res, []byte(dispatch.PendingStatus)) {
-		return false
-	}
-	var pd dispatch.Pending
-	dec := json.NewDecoder(bytes.NewReader(res))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&pd); err != nil {
-		return false
-	}
-	return pd.Status == dispatch.PendingStatus && pd.ApprovalID != "" && pd.ExpiresAt != ""
 }
 
 // validUTF8 is res with each byte that is not UTF-8 (only possible inside

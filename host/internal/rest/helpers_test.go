@@ -52,9 +52,9 @@ func (faultProvider) Invoke(_ context.Context, r dispatch.Request) (json.RawMess
 	case "bad_utf8":
 		return json.RawMessage("{\"s\":\"a\xffb\"}"), nil
 	case "pending_lookalike":
-		// The pending shape with one member more: a capability's own
-		// result, not a held call.
-		return json.RawMessage(`{"status":"pending_approval","approval_id":"ap_1","expires_at":"2030-01-01T00:00:00Z","message":"m","extra":1}`), nil
+		// The pending shape exactly: a capability's own result, not a
+		// call the gate held.
+		return json.RawMessage(`{"status":"pending_approval","approval_id":"ap_1","expires_at":"2030-01-01T00:00:00Z","message":"m"}`), nil
 	case "padded":
 		return json.RawMessage(" \n{\"ok\":true}\n "), nil
 	}

@@ -156,7 +156,7 @@ func TestCallResult(t *testing.T) {
 	for _, tc := range []struct{ give, want string }{
 		{"padded", `{"ok":true}`},
 		{"bad_utf8", `{"s":"a\ufffdb"}`},
-		{"pending_lookalike", `{"status":"pending_approval","approval_id":"ap_1","expires_at":"2030-01-01T00:00:00Z","message":"m","extra":1}`},
+		{"pending_lookalike", `{"status":"pending_approval","approval_id":"ap_1","expires_at":"2030-01-01T00:00:00Z","message":"m"}`},
 	} {
 		rep := f.post(mcptest.Alice, faultName, `{"give":"`+tc.give+`"}`)
 		if rep.status != 200 || string(rep.body) != tc.want || rep.header.Get("Content-Type") != "application/json" {
