@@ -61,8 +61,9 @@ func fieldsOf(r *Record) [numFields]*string {
 // record; its time as the difference (varint, microseconds) from the
 // previous record's, the first's from the Unix epoch; its latency
 // (uvarint, nanoseconds); a mask (uvarint) of what differs from the
-// previous record, whose values all start empty; then, in the mask's
-// order, each of those values as a uvarint length and its bytes.
+// previous record, whose values all start empty; with maskIDStep, the
+// ID's steps (two varints); then, in the mask's order, each value that
+// differs as a uvarint length and its bytes.
 //
 // Calls of one client repeat most fields (protocol, principal,
 // capability, outcome), and the store's cost grows with a block's bytes,
