@@ -135,8 +135,8 @@ func (b *builder) add(delta uint64, r *Record, raw bool) {
 			mask |= maskArgs
 		}
 	}
-	id, idOK := parseID(r.ID)
-	if mask&fieldBit(0) != 0 && idOK && b.prevID.ok && id.hi == b.prevID.hi {
+	id := parseID(r.ID)
+	if mask&fieldBit(0) != 0 && id.ok && b.prevID.ok && id.hi == b.prevID.hi {
 		mask = mask&^fieldBit(0) | maskIDStep
 	}
 	at := r.Time.UnixMicro()
@@ -270,7 +270,7 @@ func decodeMasks(body []byte) ([]Record, string) {
 		}
 		r.Time = time.UnixMicro(micros).UTC()
 		r.Latency = time.Duration(latency)
-		prevTime, prevID = micros, idOf(r.ID)
+		prevTime, prevID = micros, parseID(r.ID)
 		rs = append(rs, r)
 	}
 	return rs, ""

@@ -180,13 +180,13 @@ func TestBlockIDSteps(t *testing.T) {
 func TestParseID(t *testing.T) {
 	for _, p := range []idParts{{0, 0, 0, true}, {1<<48 - 1, 1<<64 - 1, 1<<16 - 1, true}, {12345, 678, 9, true}} {
 		s := encodeID(p.ms, p.hi, p.lo)
-		if got, ok := parseID(s); !ok || got != p {
-			t.Errorf("parseID(%s) = %+v, %v; want %+v", s, got, ok, p)
+		if got := parseID(s); got != p {
+			t.Errorf("parseID(%s) = %+v; want %+v", s, got, p)
 		}
 	}
 	id := NewID(time.Now())
 	for _, s := range []string{"", id[1:], id + "0", strings.ToLower(id), "8" + id[1:], id[:5] + "I" + id[6:], id[:5] + "U" + id[6:]} {
-		if p, ok := parseID(s); ok {
+		if p := parseID(s); p.ok {
 			t.Errorf("parseID(%q) = %+v; want not an ID", s, p)
 		}
 	}

@@ -102,26 +102,21 @@ var crockfordValue = func() (v [256]byte) {
 }()
 
 // parseID reads an ID of NewID's form: encodeID of the parts gives s back.
-func parseID(s string) (idParts, bool) {
+// For any other string the parts are not ok.
+func parseID(s string) idParts {
 	// The first digit holds the top 3 of 128 bits: 8 or more would be a
 	// 131st bit, which encodeID cannot write.
 	if len(s) != IDLen || crockfordValue[s[0]] > 7 {
-		return idParts{}, false
+		return idParts{}
 	}
 	var top, lo uint64
 	for i := range IDLen {
 		v := crockfordValue[s[i]]
 		if v == 0xff {
-			return idParts{}, false
+			return idParts{}
 		}
 		top = top<<5 | lo>>59
 		lo = lo<<5 | uint64(v)
 	}
-	return idParts{ms: top >> 16, hi: uint16(top), lo: lo, ok: true}, true
-}
-
-// idOf is parseID's parts, ok false when s is not of NewID's form.
-func idOf(s string) idParts {
-	p, _ := parseID(s)
-	return p
+	return idParts{ms: top >> 16, hi: uint16(top), lo: lo, ok: true}
 }
