@@ -112,7 +112,10 @@ func Kept[T any](c Call) (T, bool) {
 // none is given. The host refuses arguments over a bound before the handler
 // runs, and agents see the bounds in the schema.
 type Tool[In, Out any] struct {
-	// Name is dotted and unique across the host, e.g. "booking.cancel".
+	// Name is unique across the host: lower-case segments of
+	// [a-z][a-z0-9_]* joined by dots, at most 128 characters. Dotted names
+	// ("booking.cancel") are the convention; a plain one ("echo_text") is
+	// allowed, as MCP tool names need no dot.
 	Name string
 	// Description tells an agent when to use the capability.
 	Description string

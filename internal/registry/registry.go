@@ -75,7 +75,9 @@ func RiskNames() string {
 
 // Capability is one thing a principal may call.
 type Capability struct {
-	// Name is dotted and unique across all plugins, e.g. "booking.cancel".
+	// Name is unique across all plugins, lower-case segments joined by
+	// dots: "booking.cancel" (the convention) or "echo_text" (see
+	// ValidName).
 	Name        string
 	Description string
 	Kind        Kind
@@ -171,9 +173,24 @@ func (e *Entry) ValidateResult(raw json.RawMessage) error {
 	return validate(e.outputFast, e.output, m)
 }
 
-// namePattern is the capability naming rule: lower-case dotted segments.
-// It is also a valid MCP tool name.
-var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+// namePattern is the capability naming rule: one or more lower-case
+// segments joined by dots, such as "booking.cancel" or "echo_text". A
+// dotted name says which plugin's family it belongs to and is the
+// convention; an undotted one is allowed because MCP tool names need no
+// dot and fixtures written for other servers use plain snake_case. Either
+// is a valid MCP tool name (at most MaxNameLength of [A-Za-z0-9_.-]), a
+// single REST path segment, and a YAML key in the operator's policies,
+// with nothing to escape in any of them.
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+
+// MaxNameLength is the longest capability name, the bound MCP sets on tool
+// names.
+const MaxNameLength = 128
+
+// ValidName reports whether name follows the capability naming rule.
+func ValidName(name string) bool {
+	return len(name) <= MaxNameLength && namePattern.MatchString(name)
+}
 
 // permissionPattern is what a capability may require: the permission
 // grammar roles use, without the wildcards.
@@ -200,8 +217,8 @@ func New(knownPacks []string) *Registry {
 // declaration, so the host can refuse to start with a message that names the
 // plugin and the capability.
 func (r *Registry) Add(c Capability) error {
-	if !namePattern.MatchString(c.Name) {
-		return fmt.Errorf("capability %q: name must be lower-case dotted segments like \"booking.get\"", c.Name)
+	if !ValidName(c.Name) {
+		return fmt.Errorf("capability %q: name must be lower-case segments of [a-z][a-z0-9_]* joined by dots, like \"booking.get\" or \"echo_text\", at most %d characters", c.Name, MaxNameLength)
 	}
 	if prev, dup := r.byName[c.Name]; dup {
 		return fmt.Errorf("capability %q: already provided by plugin %q", c.Name, prev.Plugin)

@@ -46,6 +46,16 @@ func TestAddAccepts(t *testing.T) {
 		{"a property named type", func(c *registry.Capability) {
 			c.InputSchema = json.RawMessage(`{"type":"object","properties":{"type":{"type":"string","enum":["bogus"]}}}`)
 		}},
+		{"one segment", func(c *registry.Capability) { c.Name = "cancel" }},
+		{"snake case with digits", func(c *registry.Capability) { c.Name = "json_schema_2020_12_tool" }},
+		{"longest name", func(c *registry.Capability) { c.Name = strings.Repeat("b", registry.MaxNameLength) }},
+		{"2020-12 keywords", func(c *registry.Capability) {
+			c.InputSchema = json.RawMessage(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +
+				`"$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"city":{"type":"string"}}}},` +
+				`"properties":{"address":{"$ref":"#/$defs/address"},"phone":{"type":"string"},"email":{"type":"string"}},` +
+				`"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],` +
+				`"if":{"required":["phone"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}`)
+		}},
 		{"nested type lists", func(c *registry.Capability) {
 			c.InputSchema = json.RawMessage(`{"type":"object","properties":{"note":{"type":["string","null"]}}}`)
 		}},
@@ -72,17 +82,18 @@ func TestAddRejects(t *testing.T) {
 		modify func(*registry.Capability)
 		want   []string // parts of the error message
 	}{
-		{"empty name", func(c *registry.Capability) { c.Name = "" }, []string{`""`, "lower-case dotted"}},
-		{"one segment", func(c *registry.Capability) { c.Name = "cancel" }, []string{`"cancel"`, "lower-case dotted"}},
-		{"upper case", func(c *registry.Capability) { c.Name = "Booking.cancel" }, []string{`"Booking.cancel"`, "lower-case dotted"}},
-		{"upper case later", func(c *registry.Capability) { c.Name = "booking.Cancel" }, []string{"lower-case dotted"}},
-		{"trailing dot", func(c *registry.Capability) { c.Name = "booking." }, []string{"lower-case dotted"}},
-		{"leading dot", func(c *registry.Capability) { c.Name = ".cancel" }, []string{"lower-case dotted"}},
-		{"empty segment", func(c *registry.Capability) { c.Name = "booking..cancel" }, []string{"lower-case dotted"}},
-		{"segment starts with a digit", func(c *registry.Capability) { c.Name = "booking.2cancel" }, []string{"lower-case dotted"}},
-		{"hyphen", func(c *registry.Capability) { c.Name = "booking.cancel-all" }, []string{"lower-case dotted"}},
-		{"space", func(c *registry.Capability) { c.Name = "booking cancel" }, []string{"lower-case dotted"}},
-		{"slash", func(c *registry.Capability) { c.Name = "booking/cancel" }, []string{"lower-case dotted"}},
+		{"empty name", func(c *registry.Capability) { c.Name = "" }, []string{`""`, "lower-case segments"}},
+		{"upper case", func(c *registry.Capability) { c.Name = "Booking.cancel" }, []string{`"Booking.cancel"`, "lower-case segments"}},
+		{"upper case later", func(c *registry.Capability) { c.Name = "booking.Cancel" }, []string{"lower-case segments"}},
+		{"trailing dot", func(c *registry.Capability) { c.Name = "booking." }, []string{"lower-case segments"}},
+		{"leading dot", func(c *registry.Capability) { c.Name = ".cancel" }, []string{"lower-case segments"}},
+		{"empty segment", func(c *registry.Capability) { c.Name = "booking..cancel" }, []string{"lower-case segments"}},
+		{"leading digit", func(c *registry.Capability) { c.Name = "2020_tool" }, []string{"lower-case segments"}},
+		{"too long", func(c *registry.Capability) { c.Name = "a" + strings.Repeat("b", registry.MaxNameLength) }, []string{"at most 128"}},
+		{"segment starts with a digit", func(c *registry.Capability) { c.Name = "booking.2cancel" }, []string{"lower-case segments"}},
+		{"hyphen", func(c *registry.Capability) { c.Name = "booking.cancel-all" }, []string{"lower-case segments"}},
+		{"space", func(c *registry.Capability) { c.Name = "booking cancel" }, []string{"lower-case segments"}},
+		{"slash", func(c *registry.Capability) { c.Name = "booking/cancel" }, []string{"lower-case segments"}},
 		{"no kind", func(c *registry.Capability) { c.Kind = 0 }, []string{`"booking.cancel"`, "kind must be read or action"}},
 		{"unknown kind", func(c *registry.Capability) { c.Kind = 3 }, []string{"kind must be read or action"}},
 		{"unknown pack", func(c *registry.Capability) { c.Pack = "parking" }, []string{`unknown pack "parking"`, "known: booking, status"}},

@@ -188,8 +188,6 @@ var (
 	permission = regexp.MustCompile(`^(\*|[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*(\.\*)?)$`)
 	hexDigest  = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 	tokenLabel = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-	// capabilityName is the registry's naming rule for capabilities.
-	capabilityName = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
 )
 
 const maxBodyLimit = 64 << 20
@@ -1398,7 +1396,7 @@ func (l *loader) plugins(n *yaml.Node) []Plugin {
 // started; the host checks that then.
 func (l *loader) capabilityNames(path string, n *yaml.Node) []string {
 	return l.uniqueStrings(path, n, func(s string) (string, error) {
-		if !capabilityName.MatchString(s) {
+		if !registry.ValidName(s) {
 			return "", fmt.Errorf(`must be a capability name such as "booking.create", got %q`, shorten(s))
 		}
 		return s, nil
@@ -1457,7 +1455,7 @@ func (l *loader) limits(n *yaml.Node, roles map[string][]string) (dispatch.Limit
 		case "capabilities":
 			byCap, _ := l.mapping(p.path, p.val)
 			for _, c := range byCap {
-				if !capabilityName.MatchString(c.key) {
+				if !registry.ValidName(c.key) {
 					l.addf(c.path, c.val.Line, `must be keyed by a capability name such as "booking.create", got %q`, shorten(c.key))
 					continue
 				}
@@ -1483,22 +1481,22 @@ func (l *loader) risk(n *yaml.Node) dispatch.RiskPolicy {
 	pairs, _ := l.mapping("risk", n)
 	for _, p := range pairs {
 		var (
-			name *regexp.Regexp
+			name func(string) bool
 			what string
 			into *map[string]registry.Risk
 		)
 		switch p.key {
 		case "capabilities":
-			name, what, into = capabilityName, `a capability name such as "booking.create"`, &out.Capabilities
+			name, what, into = registry.ValidName, `a capability name such as "booking.create"`, &out.Capabilities
 		case "packs":
-			name, what, into = packName, `a pack name such as "booking"`, &out.Packs
+			name, what, into = packName.MatchString, `a pack name such as "booking"`, &out.Packs
 		default:
 			l.unknown(p, riskKeys)
 			continue
 		}
 		levels, _ := l.mapping(p.path, p.val)
 		for _, e := range levels {
-			if !name.MatchString(e.key) {
+			if !name(e.key) {
 				l.addf(e.path, e.val.Line, "must be keyed by %s, got %q", what, shorten(e.key))
 				continue
 			}
