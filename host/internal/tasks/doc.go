@@ -1,0 +1,40 @@
+// Package tasks keeps the durable state of the MCP tasks extension
+// (io.modelcontextprotocol/tasks, protocol revision 2026-07-28): a call the
+// host answers with a task handle at once and runs in the background.
+//
+// The lifecycle as capgate implements it:
+//
+//   - A capability declares task support (forbidden, optional, required).
+//     A tools/call for an optional or required one, from a request whose
+//     _meta client capabilities name the extension, passes the gate
+//     (dispatch.Invoke) exactly as a plain call does. Only when every step
+//     has admitted it, just before the providing plugin is asked, is the
+//     task created here (status working); then the CreateTaskResult goes
+//     back and the call runs on in the background. A refused call, bad
+//     arguments or a call held for an approver are answered as they would
+//     be without the extension, and no task exists for them.
+//   - A call for a required one from a request without the extension is
+//     refused with the extension's missing-capability error, after the
+//     gate's own argument-free steps (a token that may not call it learns
+//     nothing more than a plain call would tell it).
+//   - The run ends the task once (Store.Finish): completed with the tool
+//     result (a tool error too, with isError), or failed with the JSON-RPC
+//     error a plain call would have got (a refusal at the ownership step,
+//     an internal failure, a panic). An end that finds the task already
+//     ended (cancelled) is dropped.
+//   - tasks/get, tasks/update and tasks/cancel are answered from the store
+//     by any replica, for the owner alone: the token label and user of the
+//     principal who started it. Another principal, an unknown ID and an
+//     expired one get the same not-found answer.
+//   - tasks/cancel marks an unfinished task cancelled in the store at once
+//     (the next tasks/get says so) and stops its run: at once on the
+//     replica that runs it, and within a poll interval elsewhere, as the
+//     running replica reads the status while the call runs.
+//   - A task is kept for its TTL from creation, then swept; a task still
+//     unfinished long after any run could have ended (its replica went
+//     away) is swept to failed.
+//
+// Tasks never wait on client input in this version: nothing moves a task
+// to input_required, so tasks/update is acknowledged and its responses are
+// ignored, as the extension asks for keys not outstanding.
+package tasks
