@@ -41,6 +41,18 @@ const (
 // the host's audit trail never keeps (it records "[redacted]" instead):
 //
 //	Password string `json:"password" capgate:"sensitive,maxLength=128"`
+//
+// header=<Name> asks clients to mirror the argument into the HTTP header
+// Mcp-Param-<Name> (MCP's x-mcp-header, Streamable HTTP from 2026-07-28),
+// so a load balancer or gateway can route on it without reading the body;
+// the host refuses a call whose header and argument disagree:
+//
+//	Region string `json:"region" capgate:"header=Region,maxLength=32"`
+//
+// Only a string, integer or boolean field reached from the input through
+// struct fields alone (not inside a slice or map) may carry one, the name
+// is an HTTP field-name token, and no two fields name one header, whatever
+// the case: sdk.Add panics otherwise.
 const BoundsTag = "capgate"
 
 // boundInput declares the bounds of input schema s of Go type t: the
@@ -157,6 +169,13 @@ func applyBounds(s *jsonschema.Schema, tag, path string) error {
 			s.MaxItems, err = count("array")
 		case "maxProperties":
 			s.MaxProperties, err = count("object")
+		case "header":
+			// Checked with the whole schema (registry.CheckParamHeaders):
+			// name, type, place and uniqueness.
+			if s.Extra == nil {
+				s.Extra = map[string]any{}
+			}
+			s.Extra[registry.HeaderKeyword] = val
 		case "minimum", "maximum":
 			if !hasType(s, "number") && !hasType(s, "integer") {
 				return fmt.Errorf("field %s: %s applies to a number, this field's schema type is %s", path, key, typeOf(s))
@@ -171,7 +190,7 @@ func applyBounds(s *jsonschema.Schema, tag, path string) error {
 				s.Maximum = &f
 			}
 		default:
-			return fmt.Errorf("field %s: unknown %s key %q (known: sensitive, minLength, maxLength, minItems, maxItems, maxProperties, minimum, maximum)", path, BoundsTag, key)
+			return fmt.Errorf("field %s: unknown %s key %q (known: sensitive, header, minLength, maxLength, minItems, maxItems, maxProperties, minimum, maximum)", path, BoundsTag, key)
 		}
 		if err != nil {
 			return err

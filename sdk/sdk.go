@@ -9,8 +9,7 @@ import (
 	"regexp"
 	"sync/atomic"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
+	"github.com/capgate/capgate/internal/registry"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
@@ -131,6 +130,26 @@ type Tool[In, Out any] struct {
 	// Risk is what a call takes to run (Safe when unset): Dangerous for a
 	// call a human should approve first, such as one that moves money.
 	Risk Risk
+	// Title is a short name for people, shown by clients in place of Name
+	// (which stays the identifier); at most 128 characters.
+	Title string
+	// Icons are images a client may show beside the capability: https
+	// URLs or data: URIs of images, at most 8.
+	Icons []Icon
+	// IdempotentHint and OpenWorldHint, when set (new(true), new(false)),
+	// replace what clients are told by default: a Read is idempotent and
+	// an Action is not; no capability reaches an open world. Set
+	// OpenWorldHint for one that talks to systems beyond the platform
+	// (the web, a third party's API), IdempotentHint for an action that
+	// may safely be repeated with the same arguments.
+	IdempotentHint, OpenWorldHint *bool
+	// InputSchema, when set, is the input schema itself, for what a Go
+	// type cannot say (conditionals, composition, $anchor); In still
+	// receives the arguments and should accept every value it admits.
+	// It must be an object schema with every string, array and map
+	// bounded (no defaults are added to it); sdk.Add panics otherwise.
+	// Left empty, the schema is inferred from In.
+	InputSchema json.RawMessage
 	// Handler runs the capability.
 	Handler func(ctx context.Context, call Call, in In) (Out, error)
 	// Owner, when set, makes the capability owner-guarded: it names the
@@ -284,24 +303,39 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	if t.Pack == "" {
 		t.Pack = p.pack
 	}
-	in := mustSchema[In](t.Name, "input", true)
+	var in []byte
+	if len(t.InputSchema) > 0 {
+		var err error
+		if in, err = declaredSchema(t.InputSchema); err != nil {
+			panic(fmt.Sprintf("sdk.Add %q: InputSchema: %v", t.Name, err))
+		}
+	} else {
+		in = mustSchema[In](t.Name, "input", true)
+	}
 	out := mustSchema[Out](t.Name, "output", false)
+	if err := registry.CheckPresentation(&registry.Capability{Title: t.Title, Icons: registryIcons(t.Icons)}); err != nil {
+		panic(fmt.Sprintf("sdk.Add %q: %v", t.Name, err))
+	}
 	kind := capgatev1.Kind_KIND_READ
 	if t.Kind == Action {
 		kind = capgatev1.Kind_KIND_ACTION
 	}
 	tl := &tool{
 		desc: &capgatev1.Capability{
-			Name:         t.Name,
-			Description:  t.Description,
-			Kind:         kind,
-			InputSchema:  in,
-			OutputSchema: out,
-			Pack:         t.Pack,
-			Permission:   t.Permission,
-			OwnerGuarded: t.Owner != nil,
-			Destructive:  t.Destructive,
-			Risk:         capgatev1.Risk(t.Risk),
+			Name:           t.Name,
+			Description:    t.Description,
+			Kind:           kind,
+			InputSchema:    in,
+			OutputSchema:   out,
+			Pack:           t.Pack,
+			Permission:     t.Permission,
+			OwnerGuarded:   t.Owner != nil,
+			Destructive:    t.Destructive,
+			Risk:           capgatev1.Risk(t.Risk),
+			Title:          t.Title,
+			Icons:          wireIcons(t.Icons),
+			IdempotentHint: t.IdempotentHint,
+			OpenWorldHint:  t.OpenWorldHint,
 		},
 		invoke: func(ctx context.Context, call Call, raw json.RawMessage, check *capgatev1.OwnerCheck) (json.RawMessage, bool, error) {
 			in, err := decodeArgs[In](raw)
@@ -344,26 +378,43 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 }
 
 // mustSchema infers T's JSON Schema; an input schema also gets its bounds
-// (BoundsTag and the defaults).
+// (BoundsTag and the defaults) and x-mcp-header annotations.
 func mustSchema[T any](name, which string, input bool) []byte {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(fmt.Sprintf("sdk.Add %q: %s schema: %v", name, which, err))
-	}
-	if s.Type != "object" {
-		panic(fmt.Sprintf("sdk.Add %q: %s type must be a struct (a JSON object), its schema type is %q", name, which, s.Type))
-	}
-	arraysNotNull(s, reflect.TypeFor[T](), map[reflect.Type]bool{})
-	if input {
-		if err := boundInput(s, reflect.TypeFor[T]()); err != nil {
-			panic(fmt.Sprintf("sdk.Add %q: %v", name, err))
-		}
-	}
-	b, err := json.Marshal(s)
+	b, err := schemaFor(reflect.TypeFor[T](), input)
 	if err != nil {
 		panic(fmt.Sprintf("sdk.Add %q: %s schema: %v", name, which, err))
 	}
 	return b
+}
+
+// Icon is an image a client may show beside a capability.
+type Icon struct {
+	// Src is an https URL or a data: URI ("data:image/png;base64,...",
+	// at most 8 KiB) of the image.
+	Src string
+	// MIMEType is the image's media type, e.g. "image/png"; optional.
+	MIMEType string
+	// Sizes are the sizes the image fits, "48x48" or "any"; optional.
+	Sizes []string
+	// Theme is "light" or "dark", the background the icon is drawn for, or
+	// empty for any.
+	Theme string
+}
+
+func registryIcons(in []Icon) []registry.Icon {
+	out := make([]registry.Icon, len(in))
+	for i, ic := range in {
+		out[i] = registry.Icon(ic)
+	}
+	return out
+}
+
+func wireIcons(in []Icon) []*capgatev1.Icon {
+	var out []*capgatev1.Icon
+	for _, ic := range in {
+		out = append(out, &capgatev1.Icon{Src: ic.Src, MimeType: ic.MIMEType, Sizes: ic.Sizes, Theme: ic.Theme})
+	}
+	return out
 }
 
 func decodeArgs[In any](raw json.RawMessage) (In, error) {

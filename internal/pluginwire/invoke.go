@@ -188,5 +188,22 @@ func Capability(c *capgatev1.Capability, plugin string) (registry.Capability, er
 		OwnerGuarded: c.OwnerGuarded,
 		Destructive:  c.Destructive,
 		Plugin:       plugin,
+		Title:        c.Title,
+		Icons:        icons(c.Icons),
+		// Optional on the wire: a plugin that says nothing leaves the
+		// host's defaults.
+		IdempotentHint: c.IdempotentHint,
+		OpenWorldHint:  c.OpenWorldHint,
 	}, nil
+}
+
+func icons(in []*capgatev1.Icon) []registry.Icon {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]registry.Icon, 0, len(in))
+	for _, ic := range in {
+		out = append(out, registry.Icon{Src: ic.GetSrc(), MIMEType: ic.GetMimeType(), Sizes: ic.GetSizes(), Theme: ic.GetTheme()})
+	}
+	return out
 }

@@ -100,6 +100,17 @@ type Capability struct {
 	Risk Risk
 	// Plugin names the plugin that provides the capability.
 	Plugin string
+
+	// Title is a short name for people (Name stays the identifier); empty
+	// for none. At most MaxTitleLength characters.
+	Title string
+	// Icons are images a user interface may show beside the capability.
+	Icons []Icon
+	// IdempotentHint and OpenWorldHint, when set, are what clients are told
+	// instead of the defaults the kind implies (a read is idempotent, an
+	// action is not; a capability works on the platform's own data, not an
+	// open world). Hints, never guarantees: the gate does not rely on them.
+	IdempotentHint, OpenWorldHint *bool
 }
 
 // Entry is a registered capability with its compiled input schema.
@@ -235,9 +246,18 @@ func (r *Registry) Add(c Capability) error {
 	if c.Permission != "" && !permissionPattern.MatchString(c.Permission) {
 		return fmt.Errorf("capability %q: permission %q must be a dotted name like \"booking.read\" (wildcards belong to roles)", c.Name, c.Permission)
 	}
+	if err := CheckPresentation(&c); err != nil {
+		return fmt.Errorf("capability %q: %w", c.Name, err)
+	}
 	in, inFast, err := compile(c.InputSchema)
 	if err != nil {
 		return fmt.Errorf("capability %q: input schema: %w", c.Name, err)
+	}
+	var parsed jsonschema.Schema
+	if err := json.Unmarshal(c.InputSchema, &parsed); err == nil {
+		if err := CheckParamHeaders(&parsed); err != nil {
+			return fmt.Errorf("capability %q: input schema: %w", c.Name, err)
+		}
 	}
 	var (
 		out     *jsonschema.Resolved

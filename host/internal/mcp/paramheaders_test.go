@@ -30,7 +30,7 @@ func TestParamHeaders(t *testing.T) {
 		InputSchema: json.RawMessage(`{"type":"object","properties":{
 			"region":{"type":"string","x-mcp-header":"Region"},
 			"opts":{"type":"object","properties":{"limit":{"type":"integer","x-mcp-header":"Limit"},"dry":{"type":"boolean","x-mcp-header":"Dry"}}},
-			"bad":{"type":"string","x-mcp-header":7},
+			"bad":{"type":"string"},
 			"sql":{"type":"string"}}}`),
 	}); err != nil {
 		t.Fatal(err)

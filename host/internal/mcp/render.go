@@ -32,49 +32,131 @@ const (
 // toolJSON is one capability rendered as an MCP Tool, once at start-up:
 // listing tools then only concatenates bytes.
 type toolJSON struct {
-	// plain omits outputSchema, for 2025-03-26.
+	// plain is the 2025-03-26 shape: no outputSchema, no title or icons
+	// beside the name (the title goes in the annotations, where that
+	// revision has it).
 	plain []byte
-	// full carries outputSchema when the capability declares one.
-	full []byte
+	// full carries outputSchema when the capability declares one, and the
+	// title, per revision: [0] for 2025-06-18, [1] with icons as well for
+	// 2025-11-25 and later.
+	full [2][]byte
 	// held is full with an outputSchema that also admits the pending
 	// result, for a level at which calls wait for a human; nil when the
 	// capability declares no output schema.
-	held []byte
+	held [2][]byte
+}
+
+// forVersion returns the rendering for v, held or not.
+func (t *toolJSON) forVersion(v version, held bool) []byte {
+	i := 0
+	if v >= v20251125 {
+		i = 1
+	}
+	if held && t.held[i] != nil {
+		return t.held[i]
+	}
+	return t.full[i]
 }
 
 // renderTool projects a capability onto the MCP Tool shape. The hints follow
-// the capability's kind: a read changes nothing (so it is also idempotent);
-// an action is destructive only when the capability says its effect cannot
-// be undone, and is not assumed idempotent. Every capability works on the
-// platform's own data, never on an open set of outside systems, so
-// openWorldHint is false.
+// the capability's kind unless it declares them: a read changes nothing
+// (so it is also idempotent); an action is destructive only when the
+// capability says its effect cannot be undone, and is not assumed
+// idempotent. Every capability works on the platform's own data, never on
+// an open set of outside systems, so openWorldHint is false unless the
+// capability says otherwise (one that reaches the web, say).
 func renderTool(e *registry.Entry) toolJSON {
+	t := toolJSON{plain: renderShape(e, false, false, nil)}
+	for i, icons := range []bool{false, true} {
+		t.full[i] = renderShape(e, true, icons, e.OutputSchema)
+		if len(e.OutputSchema) > 0 {
+			t.held[i] = renderShape(e, true, icons, heldSchema(e.OutputSchema))
+		}
+	}
+	return t
+}
+
+// renderShape renders one shape of a tool: titled puts the title beside
+// the name (2025-06-18 on) rather than in the annotations, icons adds them
+// (2025-11-25 on), and out, when not empty, is the output schema.
+func renderShape(e *registry.Entry, titled, icons bool, out []byte) []byte {
 	var b []byte
 	b = append(b, `{"name":`...)
 	b = appendString(b, e.Name)
+	if titled && e.Title != "" {
+		b = append(b, `,"title":`...)
+		b = appendString(b, e.Title)
+	}
 	if e.Description != "" {
 		b = append(b, `,"description":`...)
 		b = appendString(b, e.Description)
 	}
+	if icons && len(e.Icons) > 0 {
+		b = appendIcons(append(b, `,"icons":`...), e.Icons)
+	}
 	b = append(b, `,"inputSchema":`...)
 	b = appendCompact(b, e.InputSchema)
 	read := e.Kind == registry.Read
-	b = append(b, `,"annotations":{"readOnlyHint":`...)
+	b = append(b, `,"annotations":{`...)
+	if !titled && e.Title != "" {
+		b = append(b, `"title":`...)
+		b = appendString(b, e.Title)
+		b = append(b, ',')
+	}
+	b = append(b, `"readOnlyHint":`...)
 	b = strconv.AppendBool(b, read)
 	b = append(b, `,"destructiveHint":`...)
 	b = strconv.AppendBool(b, !read && e.Destructive)
 	b = append(b, `,"idempotentHint":`...)
-	b = strconv.AppendBool(b, read)
-	b = append(b, `,"openWorldHint":false}`...)
-	t := toolJSON{plain: append(append([]byte(nil), b...), '}')}
-	if len(e.OutputSchema) > 0 {
-		head := len(b)
+	b = strconv.AppendBool(b, hint(e.IdempotentHint, read))
+	b = append(b, `,"openWorldHint":`...)
+	b = strconv.AppendBool(b, hint(e.OpenWorldHint, false))
+	b = append(b, '}')
+	if len(out) > 0 {
 		b = append(b, `,"outputSchema":`...)
-		b = appendCompact(b, e.OutputSchema)
-		t.held = append(append(append(append([]byte(nil), b[:head]...), `,"outputSchema":`...), heldSchema(e.OutputSchema)...), '}')
+		b = appendCompact(b, out)
 	}
-	t.full = append(b, '}')
-	return t
+	return append(b, '}')
+}
+
+// hint is the capability's declared hint, or def when it declares none.
+func hint(declared *bool, def bool) bool {
+	if declared != nil {
+		return *declared
+	}
+	return def
+}
+
+// appendIcons appends icons as the MCP Icon array.
+func appendIcons(b []byte, icons []registry.Icon) []byte {
+	b = append(b, '[')
+	for i, ic := range icons {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"src":`...)
+		b = appendString(b, ic.Src)
+		if ic.MIMEType != "" {
+			b = append(b, `,"mimeType":`...)
+			b = appendString(b, ic.MIMEType)
+		}
+		if len(ic.Sizes) > 0 {
+			b = append(b, `,"sizes":[`...)
+			for j, s := range ic.Sizes {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = appendString(b, s)
+			}
+			b = append(b, ']')
+		}
+		if ic.Theme != "" {
+			b = append(b, `,"theme":`...)
+			b = appendString(b, ic.Theme)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 // heldSchema is an output schema that admits what out does and the

@@ -344,10 +344,7 @@ func (c *call) toolsList(id []byte, ps *params, out []byte) (int, []byte) {
 			// The risk is the policy's, which a reload changes, so it is
 			// added here rather than rendered once; 2025-03-26 has no
 			// _meta on a tool.
-			full := t.full
-			if t.held != nil && dispatch.MayBeHeld(l.Risk) {
-				full = t.held
-			}
+			full := t.forVersion(c.ver, dispatch.MayBeHeld(l.Risk))
 			out = append(out, full[:len(full)-1]...)
 			out = appendToolMeta(out, l.Risk)
 		} else {

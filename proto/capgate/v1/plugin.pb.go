@@ -198,7 +198,7 @@ func (x ToolError_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolError_Code.Descriptor instead.
 func (ToolError_Code) EnumDescriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10, 0}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11, 0}
 }
 
 type ConfigureRequest struct {
@@ -572,9 +572,20 @@ type Capability struct {
 	Destructive bool `protobuf:"varint,9,opt,name=destructive,proto3" json:"destructive,omitempty"`
 	// risk is the plugin's default for what a call takes to run; the
 	// operator may override it per capability or per pack.
-	Risk          Risk `protobuf:"varint,10,opt,name=risk,proto3,enum=capgate.v1.Risk" json:"risk,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Risk Risk `protobuf:"varint,10,opt,name=risk,proto3,enum=capgate.v1.Risk" json:"risk,omitempty"`
+	// title is a short human-readable name for user interfaces (the name
+	// stays the identifier). At most 128 characters.
+	Title string `protobuf:"bytes,11,opt,name=title,proto3" json:"title,omitempty"`
+	// icons are images a user interface may show beside the capability.
+	// At most 8.
+	Icons []*Icon `protobuf:"bytes,12,rep,name=icons,proto3" json:"icons,omitempty"`
+	// idempotent_hint and open_world_hint, when set, replace the host's
+	// defaults (a read is idempotent, an action is not; no capability
+	// reaches an open world) in what clients are told of the capability.
+	IdempotentHint *bool `protobuf:"varint,13,opt,name=idempotent_hint,json=idempotentHint,proto3,oneof" json:"idempotent_hint,omitempty"`
+	OpenWorldHint  *bool `protobuf:"varint,14,opt,name=open_world_hint,json=openWorldHint,proto3,oneof" json:"open_world_hint,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Capability) Reset() {
@@ -677,6 +688,108 @@ func (x *Capability) GetRisk() Risk {
 	return Risk_RISK_UNSPECIFIED
 }
 
+func (x *Capability) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Capability) GetIcons() []*Icon {
+	if x != nil {
+		return x.Icons
+	}
+	return nil
+}
+
+func (x *Capability) GetIdempotentHint() bool {
+	if x != nil && x.IdempotentHint != nil {
+		return *x.IdempotentHint
+	}
+	return false
+}
+
+func (x *Capability) GetOpenWorldHint() bool {
+	if x != nil && x.OpenWorldHint != nil {
+		return *x.OpenWorldHint
+	}
+	return false
+}
+
+// Icon is an image a user interface may show for a capability.
+type Icon struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// src is an https URL or a data: URI (at most 8 KiB).
+	Src string `protobuf:"bytes,1,opt,name=src,proto3" json:"src,omitempty"`
+	// mime_type is the image's media type, e.g. "image/png"; optional.
+	MimeType string `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// sizes are the sizes the image fits, "48x48" or "any"; optional.
+	Sizes []string `protobuf:"bytes,3,rep,name=sizes,proto3" json:"sizes,omitempty"`
+	// theme is "light" or "dark" (the background the icon is designed
+	// for), or empty for any.
+	Theme         string `protobuf:"bytes,4,opt,name=theme,proto3" json:"theme,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Icon) Reset() {
+	*x = Icon{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Icon) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Icon) ProtoMessage() {}
+
+func (x *Icon) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Icon.ProtoReflect.Descriptor instead.
+func (*Icon) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Icon) GetSrc() string {
+	if x != nil {
+		return x.Src
+	}
+	return ""
+}
+
+func (x *Icon) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Icon) GetSizes() []string {
+	if x != nil {
+		return x.Sizes
+	}
+	return nil
+}
+
+func (x *Icon) GetTheme() string {
+	if x != nil {
+		return x.Theme
+	}
+	return ""
+}
+
 // Principal is the caller, as the host authenticated it.
 type Principal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -691,7 +804,7 @@ type Principal struct {
 
 func (x *Principal) Reset() {
 	*x = Principal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +816,7 @@ func (x *Principal) String() string {
 func (*Principal) ProtoMessage() {}
 
 func (x *Principal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +829,7 @@ func (x *Principal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Principal.ProtoReflect.Descriptor instead.
 func (*Principal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{6}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Principal) GetRole() string {
@@ -767,7 +880,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +892,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +905,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InvokeRequest) GetCapability() string {
@@ -856,7 +969,7 @@ type OwnerCheck struct {
 
 func (x *OwnerCheck) Reset() {
 	*x = OwnerCheck{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +981,7 @@ func (x *OwnerCheck) String() string {
 func (*OwnerCheck) ProtoMessage() {}
 
 func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +994,7 @@ func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerCheck.ProtoReflect.Descriptor instead.
 func (*OwnerCheck) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OwnerCheck) GetUserId() string {
@@ -915,7 +1028,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1040,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1053,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InvokeResponse) GetResult() []byte {
@@ -974,7 +1087,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1099,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1112,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolError) GetCode() ToolError_Code {
@@ -1024,7 +1137,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1149,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1162,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 type PingResponse struct {
@@ -1060,7 +1173,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1185,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1198,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 type PublishRequest struct {
@@ -1107,7 +1220,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1119,7 +1232,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1132,7 +1245,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -1180,7 +1293,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1305,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1318,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PublishResponse) GetCursor() uint64 {
@@ -1232,7 +1345,7 @@ type CallsRequest struct {
 
 func (x *CallsRequest) Reset() {
 	*x = CallsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1357,7 @@ func (x *CallsRequest) String() string {
 func (*CallsRequest) ProtoMessage() {}
 
 func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1370,7 @@ func (x *CallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
 func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CallsRequest) GetId() uint64 {
@@ -1325,7 +1438,7 @@ type CancelCall struct {
 
 func (x *CancelCall) Reset() {
 	*x = CancelCall{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1450,7 @@ func (x *CancelCall) String() string {
 func (*CancelCall) ProtoMessage() {}
 
 func (x *CancelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1463,7 @@ func (x *CancelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
 func (*CancelCall) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 type CallsResponse struct {
@@ -1374,7 +1487,7 @@ type CallsResponse struct {
 
 func (x *CallsResponse) Reset() {
 	*x = CallsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1499,7 @@ func (x *CallsResponse) String() string {
 func (*CallsResponse) ProtoMessage() {}
 
 func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1512,7 @@ func (x *CallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
 func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CallsResponse) GetId() uint64 {
@@ -1469,7 +1582,7 @@ type CallFailure struct {
 
 func (x *CallFailure) Reset() {
 	*x = CallFailure{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1594,7 @@ func (x *CallFailure) String() string {
 func (*CallFailure) ProtoMessage() {}
 
 func (x *CallFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1607,7 @@ func (x *CallFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
 func (*CallFailure) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CallFailure) GetCode() uint32 {
@@ -1522,7 +1635,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1647,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1660,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StartRequest) GetRebuild() bool {
@@ -1565,7 +1678,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1690,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1703,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 type DocumentsRequest struct {
@@ -1612,7 +1725,7 @@ type DocumentsRequest struct {
 
 func (x *DocumentsRequest) Reset() {
 	*x = DocumentsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1737,7 @@ func (x *DocumentsRequest) String() string {
 func (*DocumentsRequest) ProtoMessage() {}
 
 func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1750,7 @@ func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DocumentsRequest) GetEntity() string {
@@ -1680,7 +1793,7 @@ type DocumentsResponse struct {
 
 func (x *DocumentsResponse) Reset() {
 	*x = DocumentsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1805,7 @@ func (x *DocumentsResponse) String() string {
 func (*DocumentsResponse) ProtoMessage() {}
 
 func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1818,7 @@ func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DocumentsResponse) GetDocuments() []*Document {
@@ -1738,7 +1851,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1863,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1876,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Document) GetId() string {
@@ -1804,7 +1917,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1929,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1942,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecordRequest) GetEntity() string {
@@ -1858,7 +1971,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1983,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1996,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RecordResponse) GetRecord() []byte {
@@ -1908,7 +2021,7 @@ type CatalogueRequest struct {
 
 func (x *CatalogueRequest) Reset() {
 	*x = CatalogueRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2033,7 @@ func (x *CatalogueRequest) String() string {
 func (*CatalogueRequest) ProtoMessage() {}
 
 func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2046,7 @@ func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueRequest.ProtoReflect.Descriptor instead.
 func (*CatalogueRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 type CatalogueResponse struct {
@@ -1946,7 +2059,7 @@ type CatalogueResponse struct {
 
 func (x *CatalogueResponse) Reset() {
 	*x = CatalogueResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2071,7 @@ func (x *CatalogueResponse) String() string {
 func (*CatalogueResponse) ProtoMessage() {}
 
 func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2084,7 @@ func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueResponse.ProtoReflect.Descriptor instead.
 func (*CatalogueResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CatalogueResponse) GetEntities() []*EntityType {
@@ -1989,7 +2102,7 @@ type BusRequest struct {
 
 func (x *BusRequest) Reset() {
 	*x = BusRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2114,7 @@ func (x *BusRequest) String() string {
 func (*BusRequest) ProtoMessage() {}
 
 func (x *BusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2127,7 @@ func (x *BusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusRequest.ProtoReflect.Descriptor instead.
 func (*BusRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 type BusResponse struct {
@@ -2033,7 +2146,7 @@ type BusResponse struct {
 
 func (x *BusResponse) Reset() {
 	*x = BusResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2158,7 @@ func (x *BusResponse) String() string {
 func (*BusResponse) ProtoMessage() {}
 
 func (x *BusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2171,7 @@ func (x *BusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusResponse.ProtoReflect.Descriptor instead.
 func (*BusResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BusResponse) GetId() string {
@@ -2095,7 +2208,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2220,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2233,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubscribeRequest) GetAfter() uint64 {
@@ -2155,7 +2268,7 @@ type BusEvent struct {
 
 func (x *BusEvent) Reset() {
 	*x = BusEvent{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2280,7 @@ func (x *BusEvent) String() string {
 func (*BusEvent) ProtoMessage() {}
 
 func (x *BusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2293,7 @@ func (x *BusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusEvent.ProtoReflect.Descriptor instead.
 func (*BusEvent) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BusEvent) GetCursor() uint64 {
@@ -2249,7 +2362,7 @@ type HostServiceInvokeRequest struct {
 
 func (x *HostServiceInvokeRequest) Reset() {
 	*x = HostServiceInvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2374,7 @@ func (x *HostServiceInvokeRequest) String() string {
 func (*HostServiceInvokeRequest) ProtoMessage() {}
 
 func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2387,7 @@ func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeRequest.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HostServiceInvokeRequest) GetCallId() string {
@@ -2319,7 +2432,7 @@ type HostServiceInvokeResponse struct {
 
 func (x *HostServiceInvokeResponse) Reset() {
 	*x = HostServiceInvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2444,7 @@ func (x *HostServiceInvokeResponse) String() string {
 func (*HostServiceInvokeResponse) ProtoMessage() {}
 
 func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2457,7 @@ func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeResponse.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HostServiceInvokeResponse) GetResult() []byte {
@@ -2380,7 +2493,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2505,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2518,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Refusal) GetStep() string {
@@ -2453,7 +2566,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
-	"\bprovider\x18\x04 \x01(\tR\bprovider\"\xd1\x02\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\"\x92\x04\n" +
 	"\n" +
 	"Capability\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2468,7 +2581,18 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\rowner_guarded\x18\b \x01(\bR\fownerGuarded\x12 \n" +
 	"\vdestructive\x18\t \x01(\bR\vdestructive\x12$\n" +
 	"\x04risk\x18\n" +
-	" \x01(\x0e2\x10.capgate.v1.RiskR\x04risk\"N\n" +
+	" \x01(\x0e2\x10.capgate.v1.RiskR\x04risk\x12\x14\n" +
+	"\x05title\x18\v \x01(\tR\x05title\x12&\n" +
+	"\x05icons\x18\f \x03(\v2\x10.capgate.v1.IconR\x05icons\x12,\n" +
+	"\x0fidempotent_hint\x18\r \x01(\bH\x00R\x0eidempotentHint\x88\x01\x01\x12+\n" +
+	"\x0fopen_world_hint\x18\x0e \x01(\bH\x01R\ropenWorldHint\x88\x01\x01B\x12\n" +
+	"\x10_idempotent_hintB\x12\n" +
+	"\x10_open_world_hint\"a\n" +
+	"\x04Icon\x12\x10\n" +
+	"\x03src\x18\x01 \x01(\tR\x03src\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x14\n" +
+	"\x05sizes\x18\x03 \x03(\tR\x05sizes\x12\x14\n" +
+	"\x05theme\x18\x04 \x01(\tR\x05theme\"N\n" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x17\n" +
@@ -2634,7 +2758,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
 	(Risk)(0),                         // 1: capgate.v1.Risk
@@ -2645,94 +2769,96 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*DescribeResponse)(nil),          // 6: capgate.v1.DescribeResponse
 	(*EntityType)(nil),                // 7: capgate.v1.EntityType
 	(*Capability)(nil),                // 8: capgate.v1.Capability
-	(*Principal)(nil),                 // 9: capgate.v1.Principal
-	(*InvokeRequest)(nil),             // 10: capgate.v1.InvokeRequest
-	(*OwnerCheck)(nil),                // 11: capgate.v1.OwnerCheck
-	(*InvokeResponse)(nil),            // 12: capgate.v1.InvokeResponse
-	(*ToolError)(nil),                 // 13: capgate.v1.ToolError
-	(*PingRequest)(nil),               // 14: capgate.v1.PingRequest
-	(*PingResponse)(nil),              // 15: capgate.v1.PingResponse
-	(*PublishRequest)(nil),            // 16: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),           // 17: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),              // 18: capgate.v1.CallsRequest
-	(*CancelCall)(nil),                // 19: capgate.v1.CancelCall
-	(*CallsResponse)(nil),             // 20: capgate.v1.CallsResponse
-	(*CallFailure)(nil),               // 21: capgate.v1.CallFailure
-	(*StartRequest)(nil),              // 22: capgate.v1.StartRequest
-	(*StartResponse)(nil),             // 23: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),          // 24: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),         // 25: capgate.v1.DocumentsResponse
-	(*Document)(nil),                  // 26: capgate.v1.Document
-	(*RecordRequest)(nil),             // 27: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),            // 28: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),          // 29: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),         // 30: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),                // 31: capgate.v1.BusRequest
-	(*BusResponse)(nil),               // 32: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),          // 33: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),                  // 34: capgate.v1.BusEvent
-	(*HostServiceInvokeRequest)(nil),  // 35: capgate.v1.HostServiceInvokeRequest
-	(*HostServiceInvokeResponse)(nil), // 36: capgate.v1.HostServiceInvokeResponse
-	(*Refusal)(nil),                   // 37: capgate.v1.Refusal
-	nil,                               // 38: capgate.v1.InvokeRequest.TraceContextEntry
-	nil,                               // 39: capgate.v1.Document.FieldsEntry
-	nil,                               // 40: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	(*Icon)(nil),                      // 9: capgate.v1.Icon
+	(*Principal)(nil),                 // 10: capgate.v1.Principal
+	(*InvokeRequest)(nil),             // 11: capgate.v1.InvokeRequest
+	(*OwnerCheck)(nil),                // 12: capgate.v1.OwnerCheck
+	(*InvokeResponse)(nil),            // 13: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 14: capgate.v1.ToolError
+	(*PingRequest)(nil),               // 15: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 16: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 17: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 18: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 19: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 20: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 21: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 22: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 23: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 24: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 25: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 26: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 27: capgate.v1.Document
+	(*RecordRequest)(nil),             // 28: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 29: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 30: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 31: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 32: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 33: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 34: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 35: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 36: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 37: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 38: capgate.v1.Refusal
+	nil,                               // 39: capgate.v1.InvokeRequest.TraceContextEntry
+	nil,                               // 40: capgate.v1.Document.FieldsEntry
+	nil,                               // 41: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	8,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
 	7,  // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
 	0,  // 2: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
 	1,  // 3: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
-	9,  // 4: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	11, // 5: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	38, // 6: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
-	13, // 7: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	37, // 8: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	2,  // 9: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	10, // 10: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	19, // 11: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	12, // 12: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	21, // 13: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	26, // 14: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	39, // 15: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	13, // 16: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	7,  // 17: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	40, // 18: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
-	13, // 19: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	37, // 20: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	3,  // 21: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	5,  // 22: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	18, // 23: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	22, // 24: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	24, // 25: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	27, // 26: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	14, // 27: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	16, // 28: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	29, // 29: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	24, // 30: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	27, // 31: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	31, // 32: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	33, // 33: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	35, // 34: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	4,  // 35: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	6,  // 36: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	20, // 37: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	23, // 38: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	25, // 39: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	28, // 40: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	15, // 41: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	17, // 42: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	30, // 43: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	25, // 44: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	28, // 45: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	32, // 46: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	34, // 47: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	36, // 48: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	9,  // 4: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
+	10, // 5: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
+	12, // 6: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	39, // 7: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
+	14, // 8: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	38, // 9: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	2,  // 10: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	11, // 11: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	20, // 12: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	13, // 13: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	22, // 14: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	27, // 15: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	40, // 16: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	14, // 17: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	7,  // 18: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	41, // 19: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	14, // 20: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	38, // 21: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	3,  // 22: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	5,  // 23: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	19, // 24: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	23, // 25: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	25, // 26: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	28, // 27: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	15, // 28: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	17, // 29: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	30, // 30: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	25, // 31: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	28, // 32: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	32, // 33: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	34, // 34: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	36, // 35: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	4,  // 36: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	6,  // 37: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	21, // 38: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	24, // 39: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	26, // 40: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	29, // 41: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	16, // 42: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	18, // 43: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	31, // 44: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	26, // 45: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	29, // 46: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	33, // 47: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	35, // 48: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	37, // 49: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -2740,11 +2866,12 @@ func file_capgate_v1_plugin_proto_init() {
 	if File_capgate_v1_plugin_proto != nil {
 		return
 	}
-	file_capgate_v1_plugin_proto_msgTypes[15].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[5].OneofWrappers = []any{}
+	file_capgate_v1_plugin_proto_msgTypes[16].OneofWrappers = []any{
 		(*CallsRequest_Invoke)(nil),
 		(*CallsRequest_Cancel)(nil),
 	}
-	file_capgate_v1_plugin_proto_msgTypes[17].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[18].OneofWrappers = []any{
 		(*CallsResponse_Invoke)(nil),
 		(*CallsResponse_Failure)(nil),
 	}
@@ -2754,7 +2881,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
