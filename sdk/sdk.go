@@ -41,6 +41,23 @@ const (
 	Blocked Risk = Risk(capgatev1.Risk_RISK_BLOCKED)
 )
 
+// TaskSupport is whether a capability's calls may run as tasks: a client
+// that speaks the MCP tasks extension gets a task handle at once and polls
+// it while the call runs in the host's background. The handler is the same
+// either way. The zero value is TaskForbidden.
+type TaskSupport int
+
+const (
+	// TaskForbidden: every call runs while its caller waits.
+	TaskForbidden TaskSupport = 0
+	// TaskOptional: a call runs as a task when its client can poll one,
+	// else while it waits. For work that may take long.
+	TaskOptional TaskSupport = TaskSupport(capgatev1.TaskSupport_TASK_SUPPORT_OPTIONAL)
+	// TaskRequired: a call runs only as a task; a client that cannot poll
+	// one is told so and nothing runs.
+	TaskRequired TaskSupport = TaskSupport(capgatev1.TaskSupport_TASK_SUPPORT_REQUIRED)
+)
+
 // Scope is what a caller's token may do, whatever its role.
 type Scope string
 
@@ -150,6 +167,8 @@ type Tool[In, Out any] struct {
 	// bounded (no defaults are added to it); sdk.Add panics otherwise.
 	// Left empty, the schema is inferred from In.
 	InputSchema json.RawMessage
+	// Task is whether a call may run as a task (TaskForbidden when unset).
+	Task TaskSupport
 	// Handler runs the capability.
 	Handler func(ctx context.Context, call Call, in In) (Out, error)
 	// Owner, when set, makes the capability owner-guarded: it names the
@@ -300,6 +319,9 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	if t.Risk < 0 || t.Risk > Blocked {
 		panic(fmt.Sprintf("sdk.Add %q: Risk must be sdk.Safe, sdk.ReviewRequired, sdk.Dangerous or sdk.Blocked", t.Name))
 	}
+	if t.Task != TaskForbidden && t.Task != TaskOptional && t.Task != TaskRequired {
+		panic(fmt.Sprintf("sdk.Add %q: Task must be sdk.TaskForbidden, sdk.TaskOptional or sdk.TaskRequired", t.Name))
+	}
 	if t.Pack == "" {
 		t.Pack = p.pack
 	}
@@ -336,6 +358,7 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 			Icons:          wireIcons(t.Icons),
 			IdempotentHint: t.IdempotentHint,
 			OpenWorldHint:  t.OpenWorldHint,
+			TaskSupport:    wireTaskSupport(t.Task),
 		},
 		invoke: func(ctx context.Context, call Call, raw json.RawMessage, check *capgatev1.OwnerCheck) (json.RawMessage, bool, error) {
 			in, err := decodeArgs[In](raw)
@@ -426,4 +449,13 @@ func decodeArgs[In any](raw json.RawMessage) (In, error) {
 		return in, InvalidInput("arguments do not fit the input schema: %v", err)
 	}
 	return in, nil
+}
+
+// wireTaskSupport is t on the wire, forbidden said outright rather than
+// left unset.
+func wireTaskSupport(t TaskSupport) capgatev1.TaskSupport {
+	if t == TaskForbidden {
+		return capgatev1.TaskSupport_TASK_SUPPORT_FORBIDDEN
+	}
+	return capgatev1.TaskSupport(t)
 }

@@ -305,6 +305,9 @@ func TestAddPanicsOnBadDeclarations(t *testing.T) {
 			sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "a.b", Kind: sdk.Read, Handler: h})
 			sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "a.b", Kind: sdk.Read, Handler: h})
 		},
+		"unknown task support": func(p *sdk.Plugin) {
+			sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "a.b", Kind: sdk.Read, Task: sdk.TaskSupport(7), Handler: h})
+		},
 		"non-object input": func(p *sdk.Plugin) {
 			sdk.Add(p, sdk.Tool[string, noteOut]{Name: "a.b", Kind: sdk.Read,
 				Handler: func(context.Context, sdk.Call, string) (noteOut, error) { return noteOut{}, nil }})
@@ -324,6 +327,46 @@ func TestAddPanicsOnBadDeclarations(t *testing.T) {
 			}()
 			add(sdk.New("x", "1"))
 		})
+	}
+}
+
+// TestTaskSupport: a tool's task support reaches the host in the
+// registry's terms; an unspecified one, from a plugin built before tasks,
+// is forbidden, and one the host does not know is refused.
+func TestTaskSupport(t *testing.T) {
+	h := func(ctx context.Context, call sdk.Call, in noteIn) (noteOut, error) { return noteOut{}, nil }
+	p := sdk.New("jobs", "1")
+	sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "jobs.now", Kind: sdk.Read, Handler: h})
+	sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "jobs.maybe", Kind: sdk.Read, Task: sdk.TaskOptional, Handler: h})
+	sdk.Add(p, sdk.Tool[noteIn, noteOut]{Name: "jobs.long", Kind: sdk.Read, Task: sdk.TaskRequired, Handler: h})
+	d, err := sdktest.Start(t, p, nil).Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		wire capgatev1.TaskSupport
+		reg  registry.TaskSupport
+	}{
+		"jobs.now":   {capgatev1.TaskSupport_TASK_SUPPORT_FORBIDDEN, registry.TaskForbidden},
+		"jobs.maybe": {capgatev1.TaskSupport_TASK_SUPPORT_OPTIONAL, registry.TaskOptional},
+		"jobs.long":  {capgatev1.TaskSupport_TASK_SUPPORT_REQUIRED, registry.TaskRequired},
+	}
+	for _, c := range d.Capabilities {
+		w := want[c.Name]
+		if c.TaskSupport != w.wire {
+			t.Errorf("%s: wire %v, want %v", c.Name, c.TaskSupport, w.wire)
+		}
+		if rc, err := pluginwire.Capability(c, "jobs"); err != nil || rc.TaskSupport != w.reg {
+			t.Errorf("%s: registry %q, %v; want %q", c.Name, rc.TaskSupport, err, w.reg)
+		}
+	}
+	old := &capgatev1.Capability{Name: "jobs.old", Kind: capgatev1.Kind_KIND_READ}
+	if rc, err := pluginwire.Capability(old, "jobs"); err != nil || rc.TaskSupport != registry.TaskForbidden {
+		t.Errorf("unspecified: %q, %v", rc.TaskSupport, err)
+	}
+	odd := &capgatev1.Capability{Name: "jobs.odd", Kind: capgatev1.Kind_KIND_READ, TaskSupport: capgatev1.TaskSupport(9)}
+	if _, err := pluginwire.Capability(odd, "jobs"); err == nil || !strings.Contains(err.Error(), "task support") {
+		t.Errorf("an unknown task support: %v", err)
 	}
 }
 

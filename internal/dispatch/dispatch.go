@@ -520,6 +520,10 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	if res, err := d.hold(ctx, pol, e, p, args, c); res != nil || err != nil {
 		return res, err
 	}
+	ctx, err := admitted(ctx)
+	if err != nil {
+		return nil, err
+	}
 	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: c.id, Origin: c.origin}
 	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {
 		return d.idempotent(ctx, e, req, key)

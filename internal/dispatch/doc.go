@@ -65,6 +65,11 @@
 // Grant of exactly that call (WithGrant): it passes every step again at
 // that moment, ownership included, and the risk step lets it through.
 //
+// An adapter that answers before a call ends (a task of the MCP tasks
+// extension) learns from the gate that the call passed every step, after
+// the risk step and just before it runs (WithAdmit): a refused, invalid
+// or held call never reaches that point.
+//
 // Steps 1 to 6 do not depend on the arguments: Dispatcher.Allowed and
 // Dispatcher.Visible answer them alone, so a tools/list shows exactly the
 // capabilities a tools/call would admit before looking at arguments. A

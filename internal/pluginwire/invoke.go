@@ -160,6 +160,15 @@ var risks = map[capgatev1.Risk]registry.Risk{
 	capgatev1.Risk_RISK_BLOCKED:         registry.RiskBlocked,
 }
 
+// taskSupports maps the wire's task support to the registry's;
+// unspecified, from a plugin built before tasks existed, is forbidden.
+var taskSupports = map[capgatev1.TaskSupport]registry.TaskSupport{
+	capgatev1.TaskSupport_TASK_SUPPORT_UNSPECIFIED: registry.TaskForbidden,
+	capgatev1.TaskSupport_TASK_SUPPORT_FORBIDDEN:   registry.TaskForbidden,
+	capgatev1.TaskSupport_TASK_SUPPORT_OPTIONAL:    registry.TaskOptional,
+	capgatev1.TaskSupport_TASK_SUPPORT_REQUIRED:    registry.TaskRequired,
+}
+
 // Capability is a plugin's declaration of a capability in the registry's
 // terms.
 func Capability(c *capgatev1.Capability, plugin string) (registry.Capability, error) {
@@ -176,7 +185,12 @@ func Capability(c *capgatev1.Capability, plugin string) (registry.Capability, er
 	if !ok {
 		return registry.Capability{}, fmt.Errorf("capability %q: risk %v is not one the host knows", c.Name, c.Risk)
 	}
+	tasks, ok := taskSupports[c.TaskSupport]
+	if !ok {
+		return registry.Capability{}, fmt.Errorf("capability %q: task support %v is not one the host knows", c.Name, c.TaskSupport)
+	}
 	return registry.Capability{
+		TaskSupport:  tasks,
 		Risk:         risk,
 		Name:         c.Name,
 		Description:  c.Description,

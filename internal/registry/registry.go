@@ -73,6 +73,20 @@ func RiskNames() string {
 	return strings.Join(names, ", ")
 }
 
+// TaskSupport is whether a capability's calls may run as tasks (the MCP
+// tasks extension): answered at once with a handle the client polls while
+// the call runs in the background. The zero value is TaskForbidden.
+type TaskSupport string
+
+const (
+	// TaskForbidden: every call runs while its caller waits.
+	TaskForbidden TaskSupport = ""
+	// TaskOptional: a call runs as a task when its client can poll one.
+	TaskOptional TaskSupport = "optional"
+	// TaskRequired: a call runs only as a task.
+	TaskRequired TaskSupport = "required"
+)
+
 // Capability is one thing a principal may call.
 type Capability struct {
 	// Name is unique across all plugins, lower-case segments joined by
@@ -98,6 +112,8 @@ type Capability struct {
 	// Risk is the plugin's default level for the capability; the
 	// operator's policy may override it. Empty is RiskSafe.
 	Risk Risk
+	// TaskSupport is whether its calls may run as tasks.
+	TaskSupport TaskSupport
 	// Plugin names the plugin that provides the capability.
 	Plugin string
 

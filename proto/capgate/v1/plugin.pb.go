@@ -81,6 +81,66 @@ func (Kind) EnumDescriptor() ([]byte, []int) {
 	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{0}
 }
 
+// TaskSupport is whether a capability's calls may run as tasks.
+type TaskSupport int32
+
+const (
+	// TASK_SUPPORT_UNSPECIFIED is TASK_SUPPORT_FORBIDDEN: plugins built
+	// before tasks existed.
+	TaskSupport_TASK_SUPPORT_UNSPECIFIED TaskSupport = 0
+	// TASK_SUPPORT_FORBIDDEN: every call runs while the caller waits.
+	TaskSupport_TASK_SUPPORT_FORBIDDEN TaskSupport = 1
+	// TASK_SUPPORT_OPTIONAL: a call runs as a task when the client speaks
+	// the tasks extension, else while it waits.
+	TaskSupport_TASK_SUPPORT_OPTIONAL TaskSupport = 2
+	// TASK_SUPPORT_REQUIRED: a call runs only as a task; a client that does
+	// not speak the extension is told it must.
+	TaskSupport_TASK_SUPPORT_REQUIRED TaskSupport = 3
+)
+
+// Enum value maps for TaskSupport.
+var (
+	TaskSupport_name = map[int32]string{
+		0: "TASK_SUPPORT_UNSPECIFIED",
+		1: "TASK_SUPPORT_FORBIDDEN",
+		2: "TASK_SUPPORT_OPTIONAL",
+		3: "TASK_SUPPORT_REQUIRED",
+	}
+	TaskSupport_value = map[string]int32{
+		"TASK_SUPPORT_UNSPECIFIED": 0,
+		"TASK_SUPPORT_FORBIDDEN":   1,
+		"TASK_SUPPORT_OPTIONAL":    2,
+		"TASK_SUPPORT_REQUIRED":    3,
+	}
+)
+
+func (x TaskSupport) Enum() *TaskSupport {
+	p := new(TaskSupport)
+	*p = x
+	return p
+}
+
+func (x TaskSupport) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaskSupport) Descriptor() protoreflect.EnumDescriptor {
+	return file_capgate_v1_plugin_proto_enumTypes[1].Descriptor()
+}
+
+func (TaskSupport) Type() protoreflect.EnumType {
+	return &file_capgate_v1_plugin_proto_enumTypes[1]
+}
+
+func (x TaskSupport) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaskSupport.Descriptor instead.
+func (TaskSupport) EnumDescriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{1}
+}
+
 // Risk is how much harm a call can do, and so what it takes to run it.
 type Risk int32
 
@@ -127,11 +187,11 @@ func (x Risk) String() string {
 }
 
 func (Risk) Descriptor() protoreflect.EnumDescriptor {
-	return file_capgate_v1_plugin_proto_enumTypes[1].Descriptor()
+	return file_capgate_v1_plugin_proto_enumTypes[2].Descriptor()
 }
 
 func (Risk) Type() protoreflect.EnumType {
-	return &file_capgate_v1_plugin_proto_enumTypes[1]
+	return &file_capgate_v1_plugin_proto_enumTypes[2]
 }
 
 func (x Risk) Number() protoreflect.EnumNumber {
@@ -140,7 +200,7 @@ func (x Risk) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Risk.Descriptor instead.
 func (Risk) EnumDescriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{1}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{2}
 }
 
 type ToolError_Code int32
@@ -185,11 +245,11 @@ func (x ToolError_Code) String() string {
 }
 
 func (ToolError_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_capgate_v1_plugin_proto_enumTypes[2].Descriptor()
+	return file_capgate_v1_plugin_proto_enumTypes[3].Descriptor()
 }
 
 func (ToolError_Code) Type() protoreflect.EnumType {
-	return &file_capgate_v1_plugin_proto_enumTypes[2]
+	return &file_capgate_v1_plugin_proto_enumTypes[3]
 }
 
 func (x ToolError_Code) Number() protoreflect.EnumNumber {
@@ -584,8 +644,12 @@ type Capability struct {
 	// reaches an open world) in what clients are told of the capability.
 	IdempotentHint *bool `protobuf:"varint,13,opt,name=idempotent_hint,json=idempotentHint,proto3,oneof" json:"idempotent_hint,omitempty"`
 	OpenWorldHint  *bool `protobuf:"varint,14,opt,name=open_world_hint,json=openWorldHint,proto3,oneof" json:"open_world_hint,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// task_support says whether a call may run as a task of the MCP tasks
+	// extension: answered at once with a task handle the client polls,
+	// while the call runs in the background.
+	TaskSupport   TaskSupport `protobuf:"varint,15,opt,name=task_support,json=taskSupport,proto3,enum=capgate.v1.TaskSupport" json:"task_support,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Capability) Reset() {
@@ -714,6 +778,13 @@ func (x *Capability) GetOpenWorldHint() bool {
 		return *x.OpenWorldHint
 	}
 	return false
+}
+
+func (x *Capability) GetTaskSupport() TaskSupport {
+	if x != nil {
+		return x.TaskSupport
+	}
+	return TaskSupport_TASK_SUPPORT_UNSPECIFIED
 }
 
 // Icon is an image a user interface may show for a capability.
@@ -2566,7 +2637,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
-	"\bprovider\x18\x04 \x01(\tR\bprovider\"\x92\x04\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\"\xce\x04\n" +
 	"\n" +
 	"Capability\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2585,7 +2656,8 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x05title\x18\v \x01(\tR\x05title\x12&\n" +
 	"\x05icons\x18\f \x03(\v2\x10.capgate.v1.IconR\x05icons\x12,\n" +
 	"\x0fidempotent_hint\x18\r \x01(\bH\x00R\x0eidempotentHint\x88\x01\x01\x12+\n" +
-	"\x0fopen_world_hint\x18\x0e \x01(\bH\x01R\ropenWorldHint\x88\x01\x01B\x12\n" +
+	"\x0fopen_world_hint\x18\x0e \x01(\bH\x01R\ropenWorldHint\x88\x01\x01\x12:\n" +
+	"\ftask_support\x18\x0f \x01(\x0e2\x17.capgate.v1.TaskSupportR\vtaskSupportB\x12\n" +
 	"\x10_idempotent_hintB\x12\n" +
 	"\x10_open_world_hint\"a\n" +
 	"\x04Icon\x12\x10\n" +
@@ -2721,7 +2793,12 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tKIND_READ\x10\x01\x12\x0f\n" +
-	"\vKIND_ACTION\x10\x02*k\n" +
+	"\vKIND_ACTION\x10\x02*}\n" +
+	"\vTaskSupport\x12\x1c\n" +
+	"\x18TASK_SUPPORT_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16TASK_SUPPORT_FORBIDDEN\x10\x01\x12\x19\n" +
+	"\x15TASK_SUPPORT_OPTIONAL\x10\x02\x12\x19\n" +
+	"\x15TASK_SUPPORT_REQUIRED\x10\x03*k\n" +
 	"\x04Risk\x12\x14\n" +
 	"\x10RISK_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tRISK_SAFE\x10\x01\x12\x18\n" +
@@ -2757,108 +2834,110 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_capgate_v1_plugin_proto_rawDescData
 }
 
-var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
-	(Risk)(0),                         // 1: capgate.v1.Risk
-	(ToolError_Code)(0),               // 2: capgate.v1.ToolError.Code
-	(*ConfigureRequest)(nil),          // 3: capgate.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 4: capgate.v1.ConfigureResponse
-	(*DescribeRequest)(nil),           // 5: capgate.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 6: capgate.v1.DescribeResponse
-	(*EntityType)(nil),                // 7: capgate.v1.EntityType
-	(*Capability)(nil),                // 8: capgate.v1.Capability
-	(*Icon)(nil),                      // 9: capgate.v1.Icon
-	(*Principal)(nil),                 // 10: capgate.v1.Principal
-	(*InvokeRequest)(nil),             // 11: capgate.v1.InvokeRequest
-	(*OwnerCheck)(nil),                // 12: capgate.v1.OwnerCheck
-	(*InvokeResponse)(nil),            // 13: capgate.v1.InvokeResponse
-	(*ToolError)(nil),                 // 14: capgate.v1.ToolError
-	(*PingRequest)(nil),               // 15: capgate.v1.PingRequest
-	(*PingResponse)(nil),              // 16: capgate.v1.PingResponse
-	(*PublishRequest)(nil),            // 17: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),           // 18: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),              // 19: capgate.v1.CallsRequest
-	(*CancelCall)(nil),                // 20: capgate.v1.CancelCall
-	(*CallsResponse)(nil),             // 21: capgate.v1.CallsResponse
-	(*CallFailure)(nil),               // 22: capgate.v1.CallFailure
-	(*StartRequest)(nil),              // 23: capgate.v1.StartRequest
-	(*StartResponse)(nil),             // 24: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),          // 25: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),         // 26: capgate.v1.DocumentsResponse
-	(*Document)(nil),                  // 27: capgate.v1.Document
-	(*RecordRequest)(nil),             // 28: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),            // 29: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),          // 30: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),         // 31: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),                // 32: capgate.v1.BusRequest
-	(*BusResponse)(nil),               // 33: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),          // 34: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),                  // 35: capgate.v1.BusEvent
-	(*HostServiceInvokeRequest)(nil),  // 36: capgate.v1.HostServiceInvokeRequest
-	(*HostServiceInvokeResponse)(nil), // 37: capgate.v1.HostServiceInvokeResponse
-	(*Refusal)(nil),                   // 38: capgate.v1.Refusal
-	nil,                               // 39: capgate.v1.InvokeRequest.TraceContextEntry
-	nil,                               // 40: capgate.v1.Document.FieldsEntry
-	nil,                               // 41: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	(TaskSupport)(0),                  // 1: capgate.v1.TaskSupport
+	(Risk)(0),                         // 2: capgate.v1.Risk
+	(ToolError_Code)(0),               // 3: capgate.v1.ToolError.Code
+	(*ConfigureRequest)(nil),          // 4: capgate.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 5: capgate.v1.ConfigureResponse
+	(*DescribeRequest)(nil),           // 6: capgate.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 7: capgate.v1.DescribeResponse
+	(*EntityType)(nil),                // 8: capgate.v1.EntityType
+	(*Capability)(nil),                // 9: capgate.v1.Capability
+	(*Icon)(nil),                      // 10: capgate.v1.Icon
+	(*Principal)(nil),                 // 11: capgate.v1.Principal
+	(*InvokeRequest)(nil),             // 12: capgate.v1.InvokeRequest
+	(*OwnerCheck)(nil),                // 13: capgate.v1.OwnerCheck
+	(*InvokeResponse)(nil),            // 14: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 15: capgate.v1.ToolError
+	(*PingRequest)(nil),               // 16: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 17: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 18: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 19: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 20: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 21: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 22: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 23: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 24: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 25: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 26: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 27: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 28: capgate.v1.Document
+	(*RecordRequest)(nil),             // 29: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 30: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 31: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 32: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 33: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 34: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 35: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 36: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 37: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 38: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 39: capgate.v1.Refusal
+	nil,                               // 40: capgate.v1.InvokeRequest.TraceContextEntry
+	nil,                               // 41: capgate.v1.Document.FieldsEntry
+	nil,                               // 42: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
-	8,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
-	7,  // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
+	9,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
+	8,  // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
 	0,  // 2: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
-	1,  // 3: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
-	9,  // 4: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
-	10, // 5: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	12, // 6: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	39, // 7: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
-	14, // 8: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	38, // 9: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	2,  // 10: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	11, // 11: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	20, // 12: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	13, // 13: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	22, // 14: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	27, // 15: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	40, // 16: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	14, // 17: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	7,  // 18: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	41, // 19: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
-	14, // 20: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	38, // 21: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	3,  // 22: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	5,  // 23: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	19, // 24: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	23, // 25: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	25, // 26: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	28, // 27: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	15, // 28: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	17, // 29: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	30, // 30: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	25, // 31: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	28, // 32: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	32, // 33: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	34, // 34: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	36, // 35: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	4,  // 36: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	6,  // 37: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	21, // 38: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	24, // 39: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	26, // 40: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	29, // 41: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	16, // 42: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	18, // 43: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	31, // 44: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	26, // 45: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	29, // 46: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	33, // 47: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	35, // 48: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	37, // 49: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	36, // [36:50] is the sub-list for method output_type
-	22, // [22:36] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	2,  // 3: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
+	10, // 4: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
+	1,  // 5: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
+	11, // 6: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
+	13, // 7: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	40, // 8: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
+	15, // 9: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	39, // 10: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	3,  // 11: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	12, // 12: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	21, // 13: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	14, // 14: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	23, // 15: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	28, // 16: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	41, // 17: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	15, // 18: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	8,  // 19: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	42, // 20: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	15, // 21: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	39, // 22: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	4,  // 23: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	6,  // 24: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	20, // 25: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	24, // 26: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	26, // 27: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	29, // 28: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	16, // 29: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	18, // 30: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	31, // 31: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	26, // 32: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	29, // 33: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	33, // 34: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	35, // 35: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	37, // 36: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	5,  // 37: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	7,  // 38: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	22, // 39: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	25, // 40: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	27, // 41: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	30, // 42: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	17, // 43: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	19, // 44: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	32, // 45: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	27, // 46: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	30, // 47: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	34, // 48: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	36, // 49: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	38, // 50: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	37, // [37:51] is the sub-list for method output_type
+	23, // [23:37] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -2880,7 +2959,7 @@ func file_capgate_v1_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
