@@ -56,7 +56,10 @@ var pluginNames = []string{"booking", "search"}
 
 // testPlugins are built beside them for the tests that add them to a host
 // (withProbe, withLoadConfig), from their source directories.
-var testPlugins = map[string]string{"probe": "./host/e2e/testdata/plugins/probe", "subscription": "./plugins/subscription"}
+var testPlugins = map[string]string{
+	"probe": "./host/e2e/testdata/plugins/probe", "subscription": "./plugins/subscription",
+	"conformance": "./plugins/conformance",
+}
 
 // startProbeHost is startHost with the probe test plugin added.
 func startProbeHost(t *testing.T) *host {
@@ -75,6 +78,18 @@ func withProbe(probePath string) func(string) string {
 			cfg = strings.Replace(cfg, role, role+"probe.run, ", 1)
 		}
 		return cfg + fmt.Sprintf("  - {name: probe, path: %s}\n", strconv.Quote(probePath))
+	}
+}
+
+// withConformance is a config edit that adds the conformance fixture
+// plugin (pack conformance, permission conformance.run, which the customer
+// role gets) to a host's config. Only the conformance run adds it: other
+// tests count the tools a token sees.
+func withConformance(path string) func(string) string {
+	return func(cfg string) string {
+		cfg = strings.Replace(cfg, "packs: {booking: true, search: true}", "packs: {booking: true, search: true, conformance: true}", 1)
+		cfg = strings.Replace(cfg, "customer: [", "customer: [conformance.run, ", 1)
+		return cfg + fmt.Sprintf("  - {name: conformance, path: %s}\n", strconv.Quote(path))
 	}
 }
 

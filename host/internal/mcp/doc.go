@@ -24,6 +24,18 @@
 //   - success returns the plugin's JSON as structuredContent (where the
 //     version has it) and as a text block for older clients.
 //
+// A tool is rendered from its capability once per revision: the name (a
+// dotted or single lower-case name, see registry.ValidName), the title
+// beside it from 2025-06-18 (in the annotations at 2025-03-26, the only
+// place that revision has one), the icons from 2025-11-25, the input
+// schema exactly as declared (2020-12 keywords such as $defs, $ref,
+// $anchor and if/then/else included), the output schema from 2025-06-18,
+// and annotations whose hints follow the capability's kind unless it
+// declares idempotentHint or openWorldHint itself. Arguments an input
+// schema marks with x-mcp-header must agree with their Mcp-Param-*
+// headers at 2026-07-28, or the call is refused with HTTP 400 and -32020;
+// the registry has already refused annotations a client would reject.
+//
 // Catalogue records, when Options.Records names the capabilities that read
 // and list them, are resources at capgate://<entity>/<id> (both parts
 // percent-encoded), and the same rules hold:
