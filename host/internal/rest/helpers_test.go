@@ -23,7 +23,7 @@ import (
 const (
 	faultName    = "fault.answer"
 	faultAction  = "fault.act"
-	faultDefs    = "fault.defs"
+	faultDefs    = "fault_defs" // a plain name: REST paths and OpenAPI names take it as they take dotted ones
 	faultPackage = "fault"
 )
 
