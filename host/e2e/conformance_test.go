@@ -283,7 +283,10 @@ func judgeConformance(results map[string][]check, expected []expectedFailure, ma
 	for _, e := range expected {
 		entries[e.key()] = e
 	}
-	var sum strings.Builder
+	var (
+		sum                            strings.Builder
+		passes, partial, xfails, fails int
+	)
 	for _, s := range slices.Sorted(maps.Keys(results)) {
 		checks := results[s]
 		whole, excused := entries[s]
@@ -320,10 +323,20 @@ func judgeConformance(results map[string][]check, expected []expectedFailure, ma
 		}
 		if excused && verdict == "pass" {
 			fmt.Fprintf(&sum, "  xfail  %s: %s\n", s, whole.reason)
+			xfails++
 			continue
+		}
+		switch {
+		case verdict != "pass":
+			fails++
+		case failing > 0:
+			partial++
+		default:
+			passes++
 		}
 		fmt.Fprintf(&sum, "  %-5s  %s (%d checks)\n", verdict, s, len(checks))
 	}
+	fmt.Fprintf(&sum, "  totals: %d pass, %d pass but for excused checks, %d expected failures, %d failing\n", passes, partial, xfails, fails)
 	return problems, sum.String()
 }
 
