@@ -630,14 +630,14 @@ func TestGovernancePolicy(t *testing.T) {
 	isolateEnv(t, nil)
 	cfg, err := Parse([]byte(`
 actions_enabled: false
-disabled_capabilities: [booking.cancel, booking.cancel, llm.ask]
+disabled_capabilities: [booking.cancel, booking.cancel, llm.ask, echo_text]
 roles: {viewer: [booking.read]}
 tokens: [{token: abcdefgh, label: desk-1, role: viewer}]
 limits:
   default: {rate: 20/s, burst: 40}
   per_token: {rate: 50/s}
   roles: {viewer: {rate: 10/m}}
-  capabilities: {booking.create: {rate: 5/h, burst: 1}}
+  capabilities: {booking.create: {rate: 5/h, burst: 1}, echo_text: {rate: 1/s}}
 `), "")
 	if err != nil {
 		t.Fatal(err)
@@ -647,9 +647,9 @@ limits:
 		Default:      dispatch.Rate{Count: 20, Per: time.Second, Burst: 40},
 		PerToken:     dispatch.Rate{Count: 50, Per: time.Second},
 		Roles:        map[string]dispatch.Rate{"viewer": {Count: 10, Per: time.Minute}},
-		Capabilities: map[string]dispatch.Rate{"booking.create": {Count: 5, Per: time.Hour, Burst: 1}},
+		Capabilities: map[string]dispatch.Rate{"booking.create": {Count: 5, Per: time.Hour, Burst: 1}, "echo_text": {Count: 1, Per: time.Second}},
 	}
-	if !p.ActionsOff || !slices.Equal(p.DisabledCapabilities, []string{"booking.cancel", "llm.ask"}) || !reflect.DeepEqual(p.Limits, want) {
+	if !p.ActionsOff || !slices.Equal(p.DisabledCapabilities, []string{"booking.cancel", "llm.ask", "echo_text"}) || !reflect.DeepEqual(p.Limits, want) {
 		t.Errorf("policy = %+v\nwant limits %+v", p, want)
 	}
 	if got := cfg.Tokens[0].Label; got != "desk-1" {
