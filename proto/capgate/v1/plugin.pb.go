@@ -258,7 +258,7 @@ func (x ToolError_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolError_Code.Descriptor instead.
 func (ToolError_Code) EnumDescriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11, 0}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type ConfigureRequest struct {
@@ -460,8 +460,16 @@ type DescribeResponse struct {
 	// sends it only to plugins that say so: one built before it existed
 	// would run the call.
 	ChecksOwnerOnly bool `protobuf:"varint,6,opt,name=checks_owner_only,json=checksOwnerOnly,proto3" json:"checks_owner_only,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// 7 is prompts.
+	// resources are the plugin's resources at fixed URIs, read with
+	// ReadResource. The host refuses start-up when a URI is malformed, uses
+	// the host's own capgate scheme, or is declared twice.
+	Resources []*Resource `protobuf:"bytes,8,rep,name=resources,proto3" json:"resources,omitempty"`
+	// resource_templates are the plugin's families of resources, each a URI
+	// template whose variables the host matches before ReadResource.
+	ResourceTemplates []*ResourceTemplate `protobuf:"bytes,9,rep,name=resource_templates,json=resourceTemplates,proto3" json:"resource_templates,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -536,6 +544,727 @@ func (x *DescribeResponse) GetChecksOwnerOnly() bool {
 	return false
 }
 
+func (x *DescribeResponse) GetResources() []*Resource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetResourceTemplates() []*ResourceTemplate {
+	if x != nil {
+		return x.ResourceTemplates
+	}
+	return nil
+}
+
+// Resource is a readable resource at one URI, gated like a read
+// capability: the caller's scope may be read, its role must hold
+// permission, and pack must be on.
+type Resource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// uri is absolute (RFC 3986), e.g. "test://static-text".
+	Uri string `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	// name identifies the resource to programs; title is for people.
+	Name        string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Title       string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	MimeType    string `protobuf:"bytes,5,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// size is the size in bytes of the contents, when known.
+	Size          *uint64 `protobuf:"varint,6,opt,name=size,proto3,oneof" json:"size,omitempty"`
+	Pack          string  `protobuf:"bytes,7,opt,name=pack,proto3" json:"pack,omitempty"`
+	Permission    string  `protobuf:"bytes,8,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resource) Reset() {
+	*x = Resource{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resource) ProtoMessage() {}
+
+func (x *Resource) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resource.ProtoReflect.Descriptor instead.
+func (*Resource) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Resource) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *Resource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resource) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Resource) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Resource) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Resource) GetSize() uint64 {
+	if x != nil && x.Size != nil {
+		return *x.Size
+	}
+	return 0
+}
+
+func (x *Resource) GetPack() string {
+	if x != nil {
+		return x.Pack
+	}
+	return ""
+}
+
+func (x *Resource) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+// ResourceTemplate is a family of resources: uri_template is an RFC 6570
+// level 1 template ("test://template/{id}/data"), each variable matching
+// one or more characters up to the next literal part, never a '/'.
+type ResourceTemplate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UriTemplate   string                 `protobuf:"bytes,1,opt,name=uri_template,json=uriTemplate,proto3" json:"uri_template,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Title         string                 `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Description   string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	MimeType      string                 `protobuf:"bytes,5,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Pack          string                 `protobuf:"bytes,6,opt,name=pack,proto3" json:"pack,omitempty"`
+	Permission    string                 `protobuf:"bytes,7,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceTemplate) Reset() {
+	*x = ResourceTemplate{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceTemplate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceTemplate) ProtoMessage() {}
+
+func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
+func (*ResourceTemplate) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ResourceTemplate) GetUriTemplate() string {
+	if x != nil {
+		return x.UriTemplate
+	}
+	return ""
+}
+
+func (x *ResourceTemplate) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceTemplate) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ResourceTemplate) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ResourceTemplate) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *ResourceTemplate) GetPack() string {
+	if x != nil {
+		return x.Pack
+	}
+	return ""
+}
+
+func (x *ResourceTemplate) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+type ReadResourceRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal *Principal             `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// uri is the URI the caller asked for.
+	Uri string `protobuf:"bytes,2,opt,name=uri,proto3" json:"uri,omitempty"`
+	// uri_template is the template uri matched, empty for a resource at a
+	// fixed URI; variables are its values, percent-decoded.
+	UriTemplate string            `protobuf:"bytes,3,opt,name=uri_template,json=uriTemplate,proto3" json:"uri_template,omitempty"`
+	Variables   map[string]string `protobuf:"bytes,4,rep,name=variables,proto3" json:"variables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// trace_context is as InvokeRequest's.
+	TraceContext  map[string]string `protobuf:"bytes,5,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadResourceRequest) Reset() {
+	*x = ReadResourceRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadResourceRequest) ProtoMessage() {}
+
+func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
+func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReadResourceRequest) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *ReadResourceRequest) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *ReadResourceRequest) GetUriTemplate() string {
+	if x != nil {
+		return x.UriTemplate
+	}
+	return ""
+}
+
+func (x *ReadResourceRequest) GetVariables() map[string]string {
+	if x != nil {
+		return x.Variables
+	}
+	return nil
+}
+
+func (x *ReadResourceRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+type ReadResourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// contents are the resource's contents (one or more), unset when error
+	// is.
+	Contents []*ResourceContents `protobuf:"bytes,1,rep,name=contents,proto3" json:"contents,omitempty"`
+	// error is CODE_NOT_FOUND for a URI that names nothing, or another
+	// failure the caller can act on.
+	Error         *ToolError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadResourceResponse) Reset() {
+	*x = ReadResourceResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadResourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadResourceResponse) ProtoMessage() {}
+
+func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
+func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReadResourceResponse) GetContents() []*ResourceContents {
+	if x != nil {
+		return x.Contents
+	}
+	return nil
+}
+
+func (x *ReadResourceResponse) GetError() *ToolError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// ResourceContents is what a resource holds: text or bytes.
+type ResourceContents struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Uri      string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	MimeType string                 `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*ResourceContents_Text
+	//	*ResourceContents_Blob
+	Body          isResourceContents_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceContents) Reset() {
+	*x = ResourceContents{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceContents) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceContents) ProtoMessage() {}
+
+func (x *ResourceContents) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceContents.ProtoReflect.Descriptor instead.
+func (*ResourceContents) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ResourceContents) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *ResourceContents) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *ResourceContents) GetBody() isResourceContents_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *ResourceContents) GetText() string {
+	if x != nil {
+		if x, ok := x.Body.(*ResourceContents_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *ResourceContents) GetBlob() []byte {
+	if x != nil {
+		if x, ok := x.Body.(*ResourceContents_Blob); ok {
+			return x.Blob
+		}
+	}
+	return nil
+}
+
+type isResourceContents_Body interface {
+	isResourceContents_Body()
+}
+
+type ResourceContents_Text struct {
+	Text string `protobuf:"bytes,3,opt,name=text,proto3,oneof"`
+}
+
+type ResourceContents_Blob struct {
+	Blob []byte `protobuf:"bytes,4,opt,name=blob,proto3,oneof"`
+}
+
+func (*ResourceContents_Text) isResourceContents_Body() {}
+
+func (*ResourceContents_Blob) isResourceContents_Body() {}
+
+// Content is one block of a rich result: what a call answers for people
+// and models to read, beside its structured result.
+type Content struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Block:
+	//
+	//	*Content_Text
+	//	*Content_Image
+	//	*Content_Audio
+	//	*Content_ResourceLink
+	//	*Content_Resource
+	Block         isContent_Block `protobuf_oneof:"block"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Content) Reset() {
+	*x = Content{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Content) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Content) ProtoMessage() {}
+
+func (x *Content) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Content.ProtoReflect.Descriptor instead.
+func (*Content) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Content) GetBlock() isContent_Block {
+	if x != nil {
+		return x.Block
+	}
+	return nil
+}
+
+func (x *Content) GetText() string {
+	if x != nil {
+		if x, ok := x.Block.(*Content_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *Content) GetImage() *MediaContent {
+	if x != nil {
+		if x, ok := x.Block.(*Content_Image); ok {
+			return x.Image
+		}
+	}
+	return nil
+}
+
+func (x *Content) GetAudio() *MediaContent {
+	if x != nil {
+		if x, ok := x.Block.(*Content_Audio); ok {
+			return x.Audio
+		}
+	}
+	return nil
+}
+
+func (x *Content) GetResourceLink() *ResourceLink {
+	if x != nil {
+		if x, ok := x.Block.(*Content_ResourceLink); ok {
+			return x.ResourceLink
+		}
+	}
+	return nil
+}
+
+func (x *Content) GetResource() *ResourceContents {
+	if x != nil {
+		if x, ok := x.Block.(*Content_Resource); ok {
+			return x.Resource
+		}
+	}
+	return nil
+}
+
+type isContent_Block interface {
+	isContent_Block()
+}
+
+type Content_Text struct {
+	Text string `protobuf:"bytes,1,opt,name=text,proto3,oneof"`
+}
+
+type Content_Image struct {
+	// image and audio carry their bytes and their media type.
+	Image *MediaContent `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
+}
+
+type Content_Audio struct {
+	Audio *MediaContent `protobuf:"bytes,3,opt,name=audio,proto3,oneof"`
+}
+
+type Content_ResourceLink struct {
+	// resource_link points at a resource the caller may read.
+	ResourceLink *ResourceLink `protobuf:"bytes,4,opt,name=resource_link,json=resourceLink,proto3,oneof"`
+}
+
+type Content_Resource struct {
+	// resource embeds a resource's contents.
+	Resource *ResourceContents `protobuf:"bytes,5,opt,name=resource,proto3,oneof"`
+}
+
+func (*Content_Text) isContent_Block() {}
+
+func (*Content_Image) isContent_Block() {}
+
+func (*Content_Audio) isContent_Block() {}
+
+func (*Content_ResourceLink) isContent_Block() {}
+
+func (*Content_Resource) isContent_Block() {}
+
+type MediaContent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	MimeType      string                 `protobuf:"bytes,2,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MediaContent) Reset() {
+	*x = MediaContent{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MediaContent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MediaContent) ProtoMessage() {}
+
+func (x *MediaContent) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MediaContent.ProtoReflect.Descriptor instead.
+func (*MediaContent) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MediaContent) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *MediaContent) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+type ResourceLink struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uri           string                 `protobuf:"bytes,1,opt,name=uri,proto3" json:"uri,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Title         string                 `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Description   string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	MimeType      string                 `protobuf:"bytes,5,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Size          *uint64                `protobuf:"varint,6,opt,name=size,proto3,oneof" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceLink) Reset() {
+	*x = ResourceLink{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceLink) ProtoMessage() {}
+
+func (x *ResourceLink) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceLink.ProtoReflect.Descriptor instead.
+func (*ResourceLink) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ResourceLink) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *ResourceLink) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceLink) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ResourceLink) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ResourceLink) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *ResourceLink) GetSize() uint64 {
+	if x != nil && x.Size != nil {
+		return *x.Size
+	}
+	return 0
+}
+
 // EntityType is one kind of catalogue record a plugin provides for search.
 type EntityType struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -555,7 +1284,7 @@ type EntityType struct {
 
 func (x *EntityType) Reset() {
 	*x = EntityType{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[4]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +1296,7 @@ func (x *EntityType) String() string {
 func (*EntityType) ProtoMessage() {}
 
 func (x *EntityType) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[4]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +1309,7 @@ func (x *EntityType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityType.ProtoReflect.Descriptor instead.
 func (*EntityType) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{4}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EntityType) GetName() string {
@@ -654,7 +1383,7 @@ type Capability struct {
 
 func (x *Capability) Reset() {
 	*x = Capability{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[5]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +1395,7 @@ func (x *Capability) String() string {
 func (*Capability) ProtoMessage() {}
 
 func (x *Capability) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[5]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +1408,7 @@ func (x *Capability) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capability.ProtoReflect.Descriptor instead.
 func (*Capability) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{5}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Capability) GetName() string {
@@ -805,7 +1534,7 @@ type Icon struct {
 
 func (x *Icon) Reset() {
 	*x = Icon{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1546,7 @@ func (x *Icon) String() string {
 func (*Icon) ProtoMessage() {}
 
 func (x *Icon) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[6]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1559,7 @@ func (x *Icon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Icon.ProtoReflect.Descriptor instead.
 func (*Icon) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{6}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Icon) GetSrc() string {
@@ -875,7 +1604,7 @@ type Principal struct {
 
 func (x *Principal) Reset() {
 	*x = Principal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1616,7 @@ func (x *Principal) String() string {
 func (*Principal) ProtoMessage() {}
 
 func (x *Principal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[7]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1629,7 @@ func (x *Principal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Principal.ProtoReflect.Descriptor instead.
 func (*Principal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Principal) GetRole() string {
@@ -951,7 +1680,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1692,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[8]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1705,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{8}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InvokeRequest) GetCapability() string {
@@ -1040,7 +1769,7 @@ type OwnerCheck struct {
 
 func (x *OwnerCheck) Reset() {
 	*x = OwnerCheck{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1781,7 @@ func (x *OwnerCheck) String() string {
 func (*OwnerCheck) ProtoMessage() {}
 
 func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[9]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1794,7 @@ func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerCheck.ProtoReflect.Descriptor instead.
 func (*OwnerCheck) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{9}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OwnerCheck) GetUserId() string {
@@ -1092,14 +1821,18 @@ type InvokeResponse struct {
 	Error *ToolError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	// refusal is the ownership step saying no (step "ownership"), only ever
 	// in answer to a request with owner_check set. Nothing ran.
-	Refusal       *Refusal `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	Refusal *Refusal `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	// content are the blocks the call answers for people and models beside
+	// result (text, images, audio, links, embedded resources). result and
+	// content together count against max_result_bytes.
+	Content       []*Content `protobuf:"bytes,4,rep,name=content,proto3" json:"content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1844,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[10]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1857,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{10}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InvokeResponse) GetResult() []byte {
@@ -1148,6 +1881,13 @@ func (x *InvokeResponse) GetRefusal() *Refusal {
 	return nil
 }
 
+func (x *InvokeResponse) GetContent() []*Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 type ToolError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          ToolError_Code         `protobuf:"varint,1,opt,name=code,proto3,enum=capgate.v1.ToolError_Code" json:"code,omitempty"`
@@ -1158,7 +1898,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1910,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[11]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1923,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{11}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolError) GetCode() ToolError_Code {
@@ -1208,7 +1948,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1960,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1973,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 type PingResponse struct {
@@ -1244,7 +1984,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1996,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +2009,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 type PublishRequest struct {
@@ -1291,7 +2031,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +2043,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +2056,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -1364,7 +2104,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +2116,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +2129,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishResponse) GetCursor() uint64 {
@@ -1416,7 +2156,7 @@ type CallsRequest struct {
 
 func (x *CallsRequest) Reset() {
 	*x = CallsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +2168,7 @@ func (x *CallsRequest) String() string {
 func (*CallsRequest) ProtoMessage() {}
 
 func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +2181,7 @@ func (x *CallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
 func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallsRequest) GetId() uint64 {
@@ -1509,7 +2249,7 @@ type CancelCall struct {
 
 func (x *CancelCall) Reset() {
 	*x = CancelCall{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +2261,7 @@ func (x *CancelCall) String() string {
 func (*CancelCall) ProtoMessage() {}
 
 func (x *CancelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +2274,7 @@ func (x *CancelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
 func (*CancelCall) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 type CallsResponse struct {
@@ -1558,7 +2298,7 @@ type CallsResponse struct {
 
 func (x *CallsResponse) Reset() {
 	*x = CallsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +2310,7 @@ func (x *CallsResponse) String() string {
 func (*CallsResponse) ProtoMessage() {}
 
 func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +2323,7 @@ func (x *CallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
 func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CallsResponse) GetId() uint64 {
@@ -1653,7 +2393,7 @@ type CallFailure struct {
 
 func (x *CallFailure) Reset() {
 	*x = CallFailure{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +2405,7 @@ func (x *CallFailure) String() string {
 func (*CallFailure) ProtoMessage() {}
 
 func (x *CallFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +2418,7 @@ func (x *CallFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
 func (*CallFailure) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CallFailure) GetCode() uint32 {
@@ -1706,7 +2446,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +2458,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +2471,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StartRequest) GetRebuild() bool {
@@ -1749,7 +2489,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +2501,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +2514,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 type DocumentsRequest struct {
@@ -1796,7 +2536,7 @@ type DocumentsRequest struct {
 
 func (x *DocumentsRequest) Reset() {
 	*x = DocumentsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +2548,7 @@ func (x *DocumentsRequest) String() string {
 func (*DocumentsRequest) ProtoMessage() {}
 
 func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +2561,7 @@ func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DocumentsRequest) GetEntity() string {
@@ -1864,7 +2604,7 @@ type DocumentsResponse struct {
 
 func (x *DocumentsResponse) Reset() {
 	*x = DocumentsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2616,7 @@ func (x *DocumentsResponse) String() string {
 func (*DocumentsResponse) ProtoMessage() {}
 
 func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2629,7 @@ func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DocumentsResponse) GetDocuments() []*Document {
@@ -1922,7 +2662,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2674,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2687,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Document) GetId() string {
@@ -1988,7 +2728,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2740,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2753,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RecordRequest) GetEntity() string {
@@ -2042,7 +2782,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2794,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2807,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RecordResponse) GetRecord() []byte {
@@ -2092,7 +2832,7 @@ type CatalogueRequest struct {
 
 func (x *CatalogueRequest) Reset() {
 	*x = CatalogueRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2844,7 @@ func (x *CatalogueRequest) String() string {
 func (*CatalogueRequest) ProtoMessage() {}
 
 func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2857,7 @@ func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueRequest.ProtoReflect.Descriptor instead.
 func (*CatalogueRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 type CatalogueResponse struct {
@@ -2130,7 +2870,7 @@ type CatalogueResponse struct {
 
 func (x *CatalogueResponse) Reset() {
 	*x = CatalogueResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2882,7 @@ func (x *CatalogueResponse) String() string {
 func (*CatalogueResponse) ProtoMessage() {}
 
 func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2895,7 @@ func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueResponse.ProtoReflect.Descriptor instead.
 func (*CatalogueResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CatalogueResponse) GetEntities() []*EntityType {
@@ -2173,7 +2913,7 @@ type BusRequest struct {
 
 func (x *BusRequest) Reset() {
 	*x = BusRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2925,7 @@ func (x *BusRequest) String() string {
 func (*BusRequest) ProtoMessage() {}
 
 func (x *BusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2938,7 @@ func (x *BusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusRequest.ProtoReflect.Descriptor instead.
 func (*BusRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 type BusResponse struct {
@@ -2217,7 +2957,7 @@ type BusResponse struct {
 
 func (x *BusResponse) Reset() {
 	*x = BusResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2969,7 @@ func (x *BusResponse) String() string {
 func (*BusResponse) ProtoMessage() {}
 
 func (x *BusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2982,7 @@ func (x *BusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusResponse.ProtoReflect.Descriptor instead.
 func (*BusResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BusResponse) GetId() string {
@@ -2279,7 +3019,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +3031,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +3044,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SubscribeRequest) GetAfter() uint64 {
@@ -2339,7 +3079,7 @@ type BusEvent struct {
 
 func (x *BusEvent) Reset() {
 	*x = BusEvent{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +3091,7 @@ func (x *BusEvent) String() string {
 func (*BusEvent) ProtoMessage() {}
 
 func (x *BusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +3104,7 @@ func (x *BusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusEvent.ProtoReflect.Descriptor instead.
 func (*BusEvent) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BusEvent) GetCursor() uint64 {
@@ -2433,7 +3173,7 @@ type HostServiceInvokeRequest struct {
 
 func (x *HostServiceInvokeRequest) Reset() {
 	*x = HostServiceInvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +3185,7 @@ func (x *HostServiceInvokeRequest) String() string {
 func (*HostServiceInvokeRequest) ProtoMessage() {}
 
 func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +3198,7 @@ func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeRequest.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HostServiceInvokeRequest) GetCallId() string {
@@ -2503,7 +3243,7 @@ type HostServiceInvokeResponse struct {
 
 func (x *HostServiceInvokeResponse) Reset() {
 	*x = HostServiceInvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +3255,7 @@ func (x *HostServiceInvokeResponse) String() string {
 func (*HostServiceInvokeResponse) ProtoMessage() {}
 
 func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +3268,7 @@ func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeResponse.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HostServiceInvokeResponse) GetResult() []byte {
@@ -2564,7 +3304,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +3316,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +3329,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Refusal) GetStep() string {
@@ -2624,14 +3364,77 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"check_only\x18\b \x01(\bR\tcheckOnlyJ\x04\b\x06\x10\aR\x13llm_connection_slug\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
-	"\x0fDescribeRequest\"\x81\x02\n" +
+	"\x0fDescribeRequest\"\x82\x03\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12:\n" +
 	"\fcapabilities\x18\x03 \x03(\v2\x16.capgate.v1.CapabilityR\fcapabilities\x122\n" +
 	"\bentities\x18\x04 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\x12#\n" +
 	"\rchecks_config\x18\x05 \x01(\bR\fchecksConfig\x12*\n" +
-	"\x11checks_owner_only\x18\x06 \x01(\bR\x0fchecksOwnerOnly\"x\n" +
+	"\x11checks_owner_only\x18\x06 \x01(\bR\x0fchecksOwnerOnly\x122\n" +
+	"\tresources\x18\b \x03(\v2\x14.capgate.v1.ResourceR\tresources\x12K\n" +
+	"\x12resource_templates\x18\t \x03(\v2\x1c.capgate.v1.ResourceTemplateR\x11resourceTemplates\"\xdb\x01\n" +
+	"\bResource\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
+	"\tmime_type\x18\x05 \x01(\tR\bmimeType\x12\x17\n" +
+	"\x04size\x18\x06 \x01(\x04H\x00R\x04size\x88\x01\x01\x12\x12\n" +
+	"\x04pack\x18\a \x01(\tR\x04pack\x12\x1e\n" +
+	"\n" +
+	"permission\x18\b \x01(\tR\n" +
+	"permissionB\a\n" +
+	"\x05_size\"\xd2\x01\n" +
+	"\x10ResourceTemplate\x12!\n" +
+	"\furi_template\x18\x01 \x01(\tR\vuriTemplate\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
+	"\tmime_type\x18\x05 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04pack\x18\x06 \x01(\tR\x04pack\x12\x1e\n" +
+	"\n" +
+	"permission\x18\a \x01(\tR\n" +
+	"permission\"\xa4\x03\n" +
+	"\x13ReadResourceRequest\x123\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x15.capgate.v1.PrincipalR\tprincipal\x12\x10\n" +
+	"\x03uri\x18\x02 \x01(\tR\x03uri\x12!\n" +
+	"\furi_template\x18\x03 \x01(\tR\vuriTemplate\x12L\n" +
+	"\tvariables\x18\x04 \x03(\v2..capgate.v1.ReadResourceRequest.VariablesEntryR\tvariables\x12V\n" +
+	"\rtrace_context\x18\x05 \x03(\v21.capgate.v1.ReadResourceRequest.TraceContextEntryR\ftraceContext\x1a<\n" +
+	"\x0eVariablesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"}\n" +
+	"\x14ReadResourceResponse\x128\n" +
+	"\bcontents\x18\x01 \x03(\v2\x1c.capgate.v1.ResourceContentsR\bcontents\x12+\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"u\n" +
+	"\x10ResourceContents\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\x12\x14\n" +
+	"\x04text\x18\x03 \x01(\tH\x00R\x04text\x12\x14\n" +
+	"\x04blob\x18\x04 \x01(\fH\x00R\x04blobB\x06\n" +
+	"\x04body\"\x89\x02\n" +
+	"\aContent\x12\x14\n" +
+	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x120\n" +
+	"\x05image\x18\x02 \x01(\v2\x18.capgate.v1.MediaContentH\x00R\x05image\x120\n" +
+	"\x05audio\x18\x03 \x01(\v2\x18.capgate.v1.MediaContentH\x00R\x05audio\x12?\n" +
+	"\rresource_link\x18\x04 \x01(\v2\x18.capgate.v1.ResourceLinkH\x00R\fresourceLink\x12:\n" +
+	"\bresource\x18\x05 \x01(\v2\x1c.capgate.v1.ResourceContentsH\x00R\bresourceB\a\n" +
+	"\x05block\"?\n" +
+	"\fMediaContent\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1b\n" +
+	"\tmime_type\x18\x02 \x01(\tR\bmimeType\"\xab\x01\n" +
+	"\fResourceLink\x12\x10\n" +
+	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
+	"\tmime_type\x18\x05 \x01(\tR\bmimeType\x12\x17\n" +
+	"\x04size\x18\x06 \x01(\x04H\x00R\x04size\x88\x01\x01B\a\n" +
+	"\x05_size\"x\n" +
 	"\n" +
 	"EntityType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2685,11 +3488,12 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"OwnerCheck\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
-	"\x04only\x18\x02 \x01(\bR\x04only\"\x84\x01\n" +
+	"\x04only\x18\x02 \x01(\bR\x04only\"\xb3\x01\n" +
 	"\x0eInvokeResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12+\n" +
 	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\x12-\n" +
-	"\arefusal\x18\x03 \x01(\v2\x13.capgate.v1.RefusalR\arefusal\"\xc8\x01\n" +
+	"\arefusal\x18\x03 \x01(\v2\x13.capgate.v1.RefusalR\arefusal\x12-\n" +
+	"\acontent\x18\x04 \x03(\v2\x13.capgate.v1.ContentR\acontent\"\xc8\x01\n" +
 	"\tToolError\x12.\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1a.capgate.v1.ToolError.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"q\n" +
@@ -2804,14 +3608,15 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tRISK_SAFE\x10\x01\x12\x18\n" +
 	"\x14RISK_REVIEW_REQUIRED\x10\x02\x12\x12\n" +
 	"\x0eRISK_DANGEROUS\x10\x03\x12\x10\n" +
-	"\fRISK_BLOCKED\x10\x042\xab\x03\n" +
+	"\fRISK_BLOCKED\x10\x042\xfe\x03\n" +
 	"\rPluginService\x12H\n" +
 	"\tConfigure\x12\x1c.capgate.v1.ConfigureRequest\x1a\x1d.capgate.v1.ConfigureResponse\x12E\n" +
 	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12@\n" +
 	"\x05Calls\x12\x18.capgate.v1.CallsRequest\x1a\x19.capgate.v1.CallsResponse(\x010\x01\x12<\n" +
 	"\x05Start\x12\x18.capgate.v1.StartRequest\x1a\x19.capgate.v1.StartResponse\x12H\n" +
 	"\tDocuments\x12\x1c.capgate.v1.DocumentsRequest\x1a\x1d.capgate.v1.DocumentsResponse\x12?\n" +
-	"\x06Record\x12\x19.capgate.v1.RecordRequest\x1a\x1a.capgate.v1.RecordResponse2\xb3\x04\n" +
+	"\x06Record\x12\x19.capgate.v1.RecordRequest\x1a\x1a.capgate.v1.RecordResponse\x12Q\n" +
+	"\fReadResource\x12\x1f.capgate.v1.ReadResourceRequest\x1a .capgate.v1.ReadResourceResponse2\xb3\x04\n" +
 	"\vHostService\x129\n" +
 	"\x04Ping\x12\x17.capgate.v1.PingRequest\x1a\x18.capgate.v1.PingResponse\x12B\n" +
 	"\aPublish\x12\x1a.capgate.v1.PublishRequest\x1a\x1b.capgate.v1.PublishResponse\x12H\n" +
@@ -2835,7 +3640,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
 	(TaskSupport)(0),                  // 1: capgate.v1.TaskSupport
@@ -2845,99 +3650,123 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*ConfigureResponse)(nil),         // 5: capgate.v1.ConfigureResponse
 	(*DescribeRequest)(nil),           // 6: capgate.v1.DescribeRequest
 	(*DescribeResponse)(nil),          // 7: capgate.v1.DescribeResponse
-	(*EntityType)(nil),                // 8: capgate.v1.EntityType
-	(*Capability)(nil),                // 9: capgate.v1.Capability
-	(*Icon)(nil),                      // 10: capgate.v1.Icon
-	(*Principal)(nil),                 // 11: capgate.v1.Principal
-	(*InvokeRequest)(nil),             // 12: capgate.v1.InvokeRequest
-	(*OwnerCheck)(nil),                // 13: capgate.v1.OwnerCheck
-	(*InvokeResponse)(nil),            // 14: capgate.v1.InvokeResponse
-	(*ToolError)(nil),                 // 15: capgate.v1.ToolError
-	(*PingRequest)(nil),               // 16: capgate.v1.PingRequest
-	(*PingResponse)(nil),              // 17: capgate.v1.PingResponse
-	(*PublishRequest)(nil),            // 18: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),           // 19: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),              // 20: capgate.v1.CallsRequest
-	(*CancelCall)(nil),                // 21: capgate.v1.CancelCall
-	(*CallsResponse)(nil),             // 22: capgate.v1.CallsResponse
-	(*CallFailure)(nil),               // 23: capgate.v1.CallFailure
-	(*StartRequest)(nil),              // 24: capgate.v1.StartRequest
-	(*StartResponse)(nil),             // 25: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),          // 26: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),         // 27: capgate.v1.DocumentsResponse
-	(*Document)(nil),                  // 28: capgate.v1.Document
-	(*RecordRequest)(nil),             // 29: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),            // 30: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),          // 31: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),         // 32: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),                // 33: capgate.v1.BusRequest
-	(*BusResponse)(nil),               // 34: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),          // 35: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),                  // 36: capgate.v1.BusEvent
-	(*HostServiceInvokeRequest)(nil),  // 37: capgate.v1.HostServiceInvokeRequest
-	(*HostServiceInvokeResponse)(nil), // 38: capgate.v1.HostServiceInvokeResponse
-	(*Refusal)(nil),                   // 39: capgate.v1.Refusal
-	nil,                               // 40: capgate.v1.InvokeRequest.TraceContextEntry
-	nil,                               // 41: capgate.v1.Document.FieldsEntry
-	nil,                               // 42: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	(*Resource)(nil),                  // 8: capgate.v1.Resource
+	(*ResourceTemplate)(nil),          // 9: capgate.v1.ResourceTemplate
+	(*ReadResourceRequest)(nil),       // 10: capgate.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),      // 11: capgate.v1.ReadResourceResponse
+	(*ResourceContents)(nil),          // 12: capgate.v1.ResourceContents
+	(*Content)(nil),                   // 13: capgate.v1.Content
+	(*MediaContent)(nil),              // 14: capgate.v1.MediaContent
+	(*ResourceLink)(nil),              // 15: capgate.v1.ResourceLink
+	(*EntityType)(nil),                // 16: capgate.v1.EntityType
+	(*Capability)(nil),                // 17: capgate.v1.Capability
+	(*Icon)(nil),                      // 18: capgate.v1.Icon
+	(*Principal)(nil),                 // 19: capgate.v1.Principal
+	(*InvokeRequest)(nil),             // 20: capgate.v1.InvokeRequest
+	(*OwnerCheck)(nil),                // 21: capgate.v1.OwnerCheck
+	(*InvokeResponse)(nil),            // 22: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 23: capgate.v1.ToolError
+	(*PingRequest)(nil),               // 24: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 25: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 26: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 27: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 28: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 29: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 30: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 31: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 32: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 33: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 34: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 35: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 36: capgate.v1.Document
+	(*RecordRequest)(nil),             // 37: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 38: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 39: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 40: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 41: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 42: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 43: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 44: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 45: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 46: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 47: capgate.v1.Refusal
+	nil,                               // 48: capgate.v1.ReadResourceRequest.VariablesEntry
+	nil,                               // 49: capgate.v1.ReadResourceRequest.TraceContextEntry
+	nil,                               // 50: capgate.v1.InvokeRequest.TraceContextEntry
+	nil,                               // 51: capgate.v1.Document.FieldsEntry
+	nil,                               // 52: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
-	9,  // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
-	8,  // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
-	0,  // 2: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
-	2,  // 3: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
-	10, // 4: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
-	1,  // 5: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
-	11, // 6: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	13, // 7: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	40, // 8: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
-	15, // 9: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	39, // 10: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	3,  // 11: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	12, // 12: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	21, // 13: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	14, // 14: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	23, // 15: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	28, // 16: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	41, // 17: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	15, // 18: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	8,  // 19: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	42, // 20: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
-	15, // 21: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	39, // 22: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	4,  // 23: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	6,  // 24: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	20, // 25: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	24, // 26: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	26, // 27: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	29, // 28: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	16, // 29: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	18, // 30: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	31, // 31: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	26, // 32: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	29, // 33: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	33, // 34: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	35, // 35: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	37, // 36: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	5,  // 37: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	7,  // 38: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	22, // 39: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	25, // 40: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	27, // 41: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	30, // 42: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	17, // 43: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	19, // 44: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	32, // 45: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	27, // 46: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	30, // 47: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	34, // 48: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	36, // 49: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	38, // 50: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	37, // [37:51] is the sub-list for method output_type
-	23, // [23:37] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	17, // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
+	16, // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
+	8,  // 2: capgate.v1.DescribeResponse.resources:type_name -> capgate.v1.Resource
+	9,  // 3: capgate.v1.DescribeResponse.resource_templates:type_name -> capgate.v1.ResourceTemplate
+	19, // 4: capgate.v1.ReadResourceRequest.principal:type_name -> capgate.v1.Principal
+	48, // 5: capgate.v1.ReadResourceRequest.variables:type_name -> capgate.v1.ReadResourceRequest.VariablesEntry
+	49, // 6: capgate.v1.ReadResourceRequest.trace_context:type_name -> capgate.v1.ReadResourceRequest.TraceContextEntry
+	12, // 7: capgate.v1.ReadResourceResponse.contents:type_name -> capgate.v1.ResourceContents
+	23, // 8: capgate.v1.ReadResourceResponse.error:type_name -> capgate.v1.ToolError
+	14, // 9: capgate.v1.Content.image:type_name -> capgate.v1.MediaContent
+	14, // 10: capgate.v1.Content.audio:type_name -> capgate.v1.MediaContent
+	15, // 11: capgate.v1.Content.resource_link:type_name -> capgate.v1.ResourceLink
+	12, // 12: capgate.v1.Content.resource:type_name -> capgate.v1.ResourceContents
+	0,  // 13: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
+	2,  // 14: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
+	18, // 15: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
+	1,  // 16: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
+	19, // 17: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
+	21, // 18: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	50, // 19: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
+	23, // 20: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	47, // 21: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	13, // 22: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
+	3,  // 23: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	20, // 24: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	29, // 25: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	22, // 26: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	31, // 27: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	36, // 28: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	51, // 29: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	23, // 30: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	16, // 31: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	52, // 32: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	23, // 33: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	47, // 34: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	4,  // 35: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	6,  // 36: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	28, // 37: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	32, // 38: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	34, // 39: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	37, // 40: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	10, // 41: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
+	24, // 42: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	26, // 43: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	39, // 44: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	34, // 45: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	37, // 46: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	41, // 47: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	43, // 48: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	45, // 49: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	5,  // 50: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	7,  // 51: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	30, // 52: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	33, // 53: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	35, // 54: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	38, // 55: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	11, // 56: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
+	25, // 57: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	27, // 58: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	40, // 59: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	35, // 60: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	38, // 61: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	42, // 62: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	44, // 63: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	46, // 64: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	50, // [50:65] is the sub-list for method output_type
+	35, // [35:50] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -2945,12 +3774,25 @@ func file_capgate_v1_plugin_proto_init() {
 	if File_capgate_v1_plugin_proto != nil {
 		return
 	}
-	file_capgate_v1_plugin_proto_msgTypes[5].OneofWrappers = []any{}
-	file_capgate_v1_plugin_proto_msgTypes[16].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[4].OneofWrappers = []any{}
+	file_capgate_v1_plugin_proto_msgTypes[8].OneofWrappers = []any{
+		(*ResourceContents_Text)(nil),
+		(*ResourceContents_Blob)(nil),
+	}
+	file_capgate_v1_plugin_proto_msgTypes[9].OneofWrappers = []any{
+		(*Content_Text)(nil),
+		(*Content_Image)(nil),
+		(*Content_Audio)(nil),
+		(*Content_ResourceLink)(nil),
+		(*Content_Resource)(nil),
+	}
+	file_capgate_v1_plugin_proto_msgTypes[11].OneofWrappers = []any{}
+	file_capgate_v1_plugin_proto_msgTypes[13].OneofWrappers = []any{}
+	file_capgate_v1_plugin_proto_msgTypes[24].OneofWrappers = []any{
 		(*CallsRequest_Invoke)(nil),
 		(*CallsRequest_Cancel)(nil),
 	}
-	file_capgate_v1_plugin_proto_msgTypes[18].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[26].OneofWrappers = []any{
 		(*CallsResponse_Invoke)(nil),
 		(*CallsResponse_Failure)(nil),
 	}
@@ -2960,7 +3802,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   39,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -27,12 +27,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PluginService_Configure_FullMethodName = "/capgate.v1.PluginService/Configure"
-	PluginService_Describe_FullMethodName  = "/capgate.v1.PluginService/Describe"
-	PluginService_Calls_FullMethodName     = "/capgate.v1.PluginService/Calls"
-	PluginService_Start_FullMethodName     = "/capgate.v1.PluginService/Start"
-	PluginService_Documents_FullMethodName = "/capgate.v1.PluginService/Documents"
-	PluginService_Record_FullMethodName    = "/capgate.v1.PluginService/Record"
+	PluginService_Configure_FullMethodName    = "/capgate.v1.PluginService/Configure"
+	PluginService_Describe_FullMethodName     = "/capgate.v1.PluginService/Describe"
+	PluginService_Calls_FullMethodName        = "/capgate.v1.PluginService/Calls"
+	PluginService_Start_FullMethodName        = "/capgate.v1.PluginService/Start"
+	PluginService_Documents_FullMethodName    = "/capgate.v1.PluginService/Documents"
+	PluginService_Record_FullMethodName       = "/capgate.v1.PluginService/Record"
+	PluginService_ReadResource_FullMethodName = "/capgate.v1.PluginService/ReadResource"
 )
 
 // PluginServiceClient is the client API for PluginService service.
@@ -67,6 +68,12 @@ type PluginServiceClient interface {
 	// Record returns the full current record of one catalogue entity the
 	// plugin provides.
 	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
+	// ReadResource reads one of the resources the plugin declared
+	// (DescribeResponse.resources, resource_templates) for the caller the
+	// gate admitted. The host has matched the URI to the declaration and
+	// checked the caller against its pack and permission; the plugin answers
+	// the contents, or CODE_NOT_FOUND for a templated URI that names nothing.
+	ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error)
 }
 
 type pluginServiceClient struct {
@@ -140,6 +147,16 @@ func (c *pluginServiceClient) Record(ctx context.Context, in *RecordRequest, opt
 	return out, nil
 }
 
+func (c *pluginServiceClient) ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadResourceResponse)
+	err := c.cc.Invoke(ctx, PluginService_ReadResource_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PluginServiceServer is the server API for PluginService service.
 // All implementations must embed UnimplementedPluginServiceServer
 // for forward compatibility.
@@ -172,6 +189,12 @@ type PluginServiceServer interface {
 	// Record returns the full current record of one catalogue entity the
 	// plugin provides.
 	Record(context.Context, *RecordRequest) (*RecordResponse, error)
+	// ReadResource reads one of the resources the plugin declared
+	// (DescribeResponse.resources, resource_templates) for the caller the
+	// gate admitted. The host has matched the URI to the declaration and
+	// checked the caller against its pack and permission; the plugin answers
+	// the contents, or CODE_NOT_FOUND for a templated URI that names nothing.
+	ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error)
 	mustEmbedUnimplementedPluginServiceServer()
 }
 
@@ -199,6 +222,9 @@ func (UnimplementedPluginServiceServer) Documents(context.Context, *DocumentsReq
 }
 func (UnimplementedPluginServiceServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
+}
+func (UnimplementedPluginServiceServer) ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadResource not implemented")
 }
 func (UnimplementedPluginServiceServer) mustEmbedUnimplementedPluginServiceServer() {}
 func (UnimplementedPluginServiceServer) testEmbeddedByValue()                       {}
@@ -318,6 +344,24 @@ func _PluginService_Record_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PluginService_ReadResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadResourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServiceServer).ReadResource(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PluginService_ReadResource_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServiceServer).ReadResource(ctx, req.(*ReadResourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PluginService_ServiceDesc is the grpc.ServiceDesc for PluginService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -344,6 +388,10 @@ var PluginService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Record",
 			Handler:    _PluginService_Record_Handler,
+		},
+		{
+			MethodName: "ReadResource",
+			Handler:    _PluginService_ReadResource_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
