@@ -233,7 +233,13 @@ type Plugin struct {
 	byName        map[string]*tool
 	entities      []*capgatev1.EntityType
 	providers     map[string]*Entity
-	configure     func(context.Context, Env) error
+	// resources and resourceTemplates are declared with AddResource and
+	// AddResourceTemplate; the maps find their readers.
+	resources          []*capgatev1.Resource
+	resourceTemplates  []*capgatev1.ResourceTemplate
+	resourceByURI      map[string]resourceDecl
+	resourceByTemplate map[string]resourceDecl
+	configure          func(context.Context, Env) error
 	// checkConfig checks the config block without configuring the
 	// plugin (capgate validate); set by Configure, cleared by an
 	// OnConfigure of the author's own, whose function might open anything.
@@ -247,7 +253,14 @@ type tool struct {
 	desc *capgatev1.Capability
 	// invoke decodes args once, runs the ownership step when check is set
 	// (refused reports a refusal: nothing ran), then the handler.
-	invoke func(ctx context.Context, call Call, args json.RawMessage, check *capgatev1.OwnerCheck) (out json.RawMessage, refused bool, err error)
+	invoke func(ctx context.Context, call Call, args json.RawMessage, check *capgatev1.OwnerCheck) (out answer, refused bool, err error)
+}
+
+// answer is a call's outcome as the contract carries it: the structured
+// result and the content blocks.
+type answer struct {
+	result  json.RawMessage
+	content []*capgatev1.Content
 }
 
 var (
@@ -264,6 +277,7 @@ func New(name, version string) *Plugin {
 	return &Plugin{
 		name: name, version: version, pack: name, logger: newLogger(name),
 		byName: map[string]*tool{}, providers: map[string]*Entity{},
+		resourceByURI: map[string]resourceDecl{}, resourceByTemplate: map[string]resourceDecl{},
 	}
 }
 
@@ -334,7 +348,14 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 	} else {
 		in = mustSchema[In](t.Name, "input", true)
 	}
-	out := mustSchema[Out](t.Name, "output", false)
+	var out []byte
+	valueType, rich := richType[Out]()
+	switch {
+	case !rich:
+		out = mustSchema[Out](t.Name, "output", false)
+	case valueType != nil:
+		out = mustSchemaOf(valueType, t.Name, "output", false)
+	}
 	if err := registry.CheckPresentation(&registry.Capability{Title: t.Title, Icons: registryIcons(t.Icons)}); err != nil {
 		panic(fmt.Sprintf("sdk.Add %q: %v", t.Name, err))
 	}
@@ -360,50 +381,79 @@ func Add[In, Out any](p *Plugin, t Tool[In, Out]) {
 			OpenWorldHint:  t.OpenWorldHint,
 			TaskSupport:    wireTaskSupport(t.Task),
 		},
-		invoke: func(ctx context.Context, call Call, raw json.RawMessage, check *capgatev1.OwnerCheck) (json.RawMessage, bool, error) {
+		invoke: func(ctx context.Context, call Call, raw json.RawMessage, check *capgatev1.OwnerCheck) (answer, bool, error) {
 			in, err := decodeArgs[In](raw)
 			if err != nil {
-				return nil, false, err
+				return answer{}, false, err
 			}
 			if check != nil {
 				call.kept = &kept{}
 				if t.Owner == nil {
 					// The host asks only for capabilities declared with
 					// an Owner; refusing is the safe answer to a confused one.
-					return nil, true, nil
+					return answer{}, true, nil
 				}
 				owner, err := t.Owner(ctx, call, in)
 				if err != nil {
-					return nil, false, err
+					return answer{}, false, err
 				}
 				if owner == "" || owner != check.UserId {
-					return nil, true, nil
+					return answer{}, true, nil
 				}
 				if check.Only {
 					// The step alone, before the host holds the call for
 					// a human: nothing runs.
-					return json.RawMessage("{}"), false, nil
+					return answer{result: json.RawMessage("{}")}, false, nil
 				}
 			}
 			res, err := t.Handler(ctx, call, in)
 			if err != nil {
-				return nil, false, err
+				return answer{}, false, err
 			}
-			b, err := encodeResult(res)
+			a, err := encodeAnswer(res, rich)
 			if err != nil {
-				return nil, false, fmt.Errorf("encode result of %s: %w", t.Name, err)
+				return answer{}, false, fmt.Errorf("result of %s: %w", t.Name, err)
 			}
-			return b, false, nil
+			return a, false, nil
 		},
 	}
 	p.tools = append(p.tools, tl)
 	p.byName[t.Name] = tl
 }
 
+// encodeAnswer encodes a handler's result: a rich one (Contents, Rich) as
+// its blocks and its value (null for Contents), any other as the value.
+func encodeAnswer(res any, rich bool) (answer, error) {
+	if !rich {
+		b, err := encodeResult(res)
+		if err != nil {
+			return answer{}, fmt.Errorf("encode: %w", err)
+		}
+		return answer{result: b}, nil
+	}
+	blocks, value, hasValue := res.(richResult).parts()
+	content, err := wireContents(blocks)
+	if err != nil {
+		return answer{}, err
+	}
+	a := answer{result: json.RawMessage("null"), content: content}
+	if hasValue {
+		if a.result, err = encodeResult(value); err != nil {
+			return answer{}, fmt.Errorf("encode: %w", err)
+		}
+	}
+	return a, nil
+}
+
 // mustSchema infers T's JSON Schema; an input schema also gets its bounds
 // (BoundsTag and the defaults) and x-mcp-header annotations.
 func mustSchema[T any](name, which string, input bool) []byte {
-	b, err := schemaFor(reflect.TypeFor[T](), input)
+	return mustSchemaOf(reflect.TypeFor[T](), name, which, input)
+}
+
+// mustSchemaOf is mustSchema for the Go type t.
+func mustSchemaOf(t reflect.Type, name, which string, input bool) []byte {
+	b, err := schemaFor(t, input)
 	if err != nil {
 		panic(fmt.Sprintf("sdk.Add %q: %s schema: %v", name, which, err))
 	}

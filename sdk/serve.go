@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/pluginwire"
@@ -215,7 +216,8 @@ func (s *server) Describe(context.Context, *capgatev1.DescribeRequest) (*capgate
 	}
 	_, checks := checker(s.p)
 	return &capgatev1.DescribeResponse{Name: s.p.name, Version: s.p.version, Capabilities: caps, Entities: s.p.entities,
-		ChecksConfig: checks, ChecksOwnerOnly: true}, nil
+		ChecksConfig: checks, ChecksOwnerOnly: true,
+		Resources: s.p.resources, ResourceTemplates: s.p.resourceTemplates}, nil
 }
 
 func (s *server) ready() error {
@@ -262,15 +264,26 @@ func (s *server) invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp
 		}
 		return nil, s.internal(req.Capability, req.CallId, err)
 	}
-	if s.maxResult > 0 && len(out) > s.maxResult {
+	resp = &capgatev1.InvokeResponse{Result: out.result, Content: out.content}
+	// The result and its blocks are one answer, under one limit.
+	if n := len(out.result) + contentBytes(out.content); s.maxResult > 0 && n > s.maxResult {
 		// Sent, it would end the host's call stream for every caller; the
 		// agent can ask for less.
 		s.p.logger.Warn("result over the host's limit", "capability", req.Capability, "call_id", req.CallId,
-			"bytes", len(out), "limit", s.maxResult)
+			"bytes", n, "limit", s.maxResult)
 		return &capgatev1.InvokeResponse{Error: &capgatev1.ToolError{Code: capgatev1.ToolError_CODE_INVALID_INPUT,
-			Message: resultTooLarge(req.Capability, len(out), s.maxResult)}}, nil
+			Message: resultTooLarge(req.Capability, n, s.maxResult)}}, nil
 	}
-	return &capgatev1.InvokeResponse{Result: out}, nil
+	return resp, nil
+}
+
+// contentBytes is the size of blocks on the wire.
+func contentBytes(blocks []*capgatev1.Content) int {
+	n := 0
+	for _, c := range blocks {
+		n += proto.Size(c)
+	}
+	return n
 }
 
 // internal keeps a handler's own error text in the plugin's log and gives

@@ -264,6 +264,9 @@ func New(reg *registry.Registry, policy Policy, providers map[string]Provider) (
 			return nil, fmt.Errorf("capability %q: no provider for plugin %q", e.Name, e.Plugin)
 		}
 	}
+	if err := checkResourceProviders(reg, providers); err != nil {
+		return nil, err
+	}
 	if err := d.SetPolicy(policy); err != nil {
 		return nil, err
 	}

@@ -70,6 +70,17 @@ func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Reque
 	if e := out.GetError(); e != nil {
 		return nil, spans, ToolError(e)
 	}
+	if len(out.Content) > 0 {
+		blocks, size, err := Contents(out.Content)
+		if err != nil {
+			return nil, spans, fmt.Errorf("plugin answered call %d of %s with %w", resp.Id, r.Capability, err)
+		}
+		// Only an adapter that renders blocks asks for them; a nested
+		// call, or another protocol's, gets the structured result alone.
+		if rep := dispatch.ContentReportOf(ctx); rep != nil {
+			rep.Blocks, rep.Bytes = blocks, size
+		}
+	}
 	return out.Result, spans, nil
 }
 

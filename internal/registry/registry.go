@@ -229,6 +229,7 @@ type Registry struct {
 	byName  map[string]*Entry
 	ordered []*Entry
 	packs   map[string]bool
+	res     resources
 }
 
 // New returns an empty registry that accepts capabilities of the given packs.

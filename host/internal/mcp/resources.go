@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,11 +100,20 @@ func (c *call) resourceTemplatesList(id []byte, ps *params, out []byte) (int, []
 	}
 	out = appendResultHead(out, id)
 	out = append(out, `{"resourceTemplates":[`...)
+	n := 0
+	for _, t := range c.h.d.VisibleResourceTemplates(c.p) {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		out = c.appendResourceTemplate(out, t)
+	}
 	if g := c.h.records.get; g != nil && c.h.d.Allowed(c.p, &g.Capability) {
-		for i, t := range c.h.records.templates {
-			if i > 0 {
+		for _, t := range c.h.records.templates {
+			if n > 0 {
 				out = append(out, ',')
 			}
+			n++
 			out = append(out, t...)
 		}
 	}
@@ -117,7 +127,13 @@ func (c *call) resourceTemplatesList(id []byte, ps *params, out []byte) (int, []
 func (c *call) resourcesList(id []byte, ps *params, out []byte) (int, []byte) {
 	l := c.h.records.list
 	if l == nil {
-		return c.emptyList(id, ps, `{"resources":[]`, out)
+		if out, ok := checkCursor(id, ps, out); !ok {
+			return http.StatusOK, out
+		}
+		out = append(appendResultHead(out, id), `{"resources":[`...)
+		out, _ = c.appendPluginResources(out)
+		out = append(out, ']')
+		return http.StatusOK, c.closeResult(out, true)
 	}
 	var in platform.ListIn
 	if ps.cursor != nil && string(ps.cursor) != "null" {
@@ -138,6 +154,15 @@ func (c *call) resourcesList(id []byte, ps *params, out []byte) (int, []byte) {
 	}
 	out = appendResultHead(out, id)
 	out = append(out, `{"resources":[`...)
+	// The plugins' resources at fixed URIs open the first page; the
+	// catalogue's records follow, page by page.
+	listed := false
+	if in.Cursor == "" {
+		out, listed = c.appendPluginResources(out)
+	}
+	if listed && hasRecordItems(c.h.records.entities, page.Items) {
+		out = append(out, ',')
+	}
 	out = c.appendResources(out, page.Items)
 	out = append(out, ']')
 	if page.NextCursor != "" {
@@ -155,7 +180,11 @@ func (c *call) listFailed(id []byte, name string, err error, out []byte) []byte 
 	var toolErr *dispatch.ToolError
 	switch {
 	case errors.As(err, &refusal), errors.Is(err, dispatch.ErrUnknownCapability):
-		out = append(appendResultHead(out, id), `{"resources":[]`...)
+		// The catalogue is closed to this caller; the plugins' resources
+		// it may read are still listed.
+		out = append(appendResultHead(out, id), `{"resources":[`...)
+		out, _ = c.appendPluginResources(out)
+		out = append(out, ']')
 		return c.closeResult(out, true)
 	case errors.As(err, &toolErr):
 		return appendError(out, id, codeInvalidParams, "invalid params: "+toolErr.Message)
@@ -225,20 +254,21 @@ func (c *call) resourcesRead(id []byte, ps *params, out []byte) (int, []byte) {
 	if !isString(ps.uri) {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: resources/read needs params.uri")
 	}
-	g := c.h.records.get
-	if g == nil {
-		return http.StatusOK, c.resourceNotFound(id, ps.uri, out)
-	}
 	uri, ok := decodeString(ps.uri)
 	if !ok {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: params.uri is not a valid string")
 	}
 	entity, rid, ours, msg := parseRecordURI(uri)
+	g := c.h.records.get
 	switch {
+	case g == nil && (ours || msg != ""):
+		// Without records, no capgate URI, well-formed or not, is a
+		// resource.
+		return http.StatusOK, c.resourceNotFound(id, ps.uri, out)
 	case msg != "":
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: uri "+strconv.Quote(uri)+" "+msg)
 	case !ours:
-		return http.StatusOK, c.resourceNotFound(id, ps.uri, out)
+		return c.readPluginResource(id, ps.uri, uri, out)
 	}
 	if !c.h.records.entities[entity] && c.h.d.Allowed(c.p, &g.Capability) {
 		// An entity type not offered is no resource, whatever Get might
@@ -424,4 +454,103 @@ func unhex(c byte) byte {
 		return c - 'A' + 10
 	}
 	return c - 'a' + 10
+}
+
+// appendPluginResources appends the plugins' resources at fixed URIs that
+// the caller may read, comma-separated, and reports whether it appended
+// any.
+func (c *call) appendPluginResources(out []byte) ([]byte, bool) {
+	rs := c.h.d.VisibleResources(c.p)
+	for i, r := range rs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"uri":`...)
+		out = appendString(out, r.URI)
+		out = append(out, `,"name":`...)
+		out = appendString(out, r.Name)
+		out = c.appendTitle(out, r.Title, r.Description)
+		out = appendOptional(out, "mimeType", r.MIMEType)
+		if r.HasSize {
+			out = append(out, `,"size":`...)
+			out = strconv.AppendUint(out, r.Size, 10)
+		}
+		out = append(out, '}')
+	}
+	return out, len(rs) > 0
+}
+
+// appendResourceTemplate appends a plugin's resource template.
+func (c *call) appendResourceTemplate(out []byte, t *registry.ResourceTemplate) []byte {
+	out = append(out, `{"uriTemplate":`...)
+	out = appendString(out, t.URITemplate)
+	out = append(out, `,"name":`...)
+	out = appendString(out, t.Name)
+	out = c.appendTitle(out, t.Title, t.Description)
+	out = appendOptional(out, "mimeType", t.MIMEType)
+	return append(out, '}')
+}
+
+// appendTitle appends a title and a description: title arrived with
+// 2025-06-18, so an older client reads the title as the description when
+// there is none.
+func (c *call) appendTitle(out []byte, title, description string) []byte {
+	if c.ver.structured() {
+		out = appendOptional(out, "title", title)
+	} else if description == "" {
+		description = title
+	}
+	return appendOptional(out, "description", description)
+}
+
+// hasRecordItems reports whether any of items is listed as a resource.
+func hasRecordItems(entities map[string]bool, items []platform.Item) bool {
+	for _, it := range items {
+		if entities[it.Entity] {
+			return true
+		}
+	}
+	return false
+}
+
+// readPluginResource reads a plugin's resource through the gate: a URI
+// the caller may not read, or that names nothing, is the revision's
+// resource-not-found error either way; a rate limit is the gate's
+// refusal; a failure the caller can act on is invalid params.
+func (c *call) readPluginResource(id, rawURI []byte, uri string, out []byte) (int, []byte) {
+	contents, err := c.readResource(uri)
+	if err != nil {
+		var refusal *dispatch.Refusal
+		var toolErr *dispatch.ToolError
+		switch {
+		case errors.Is(err, dispatch.ErrResourceNotFound):
+			return http.StatusOK, c.resourceNotFound(id, rawURI, out)
+		case errors.As(err, &refusal):
+			return http.StatusOK, c.refused(id, refusal, out)
+		case errors.As(err, &toolErr):
+			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: "+toolErr.Message)
+		}
+		return http.StatusOK, appendError(out, id, codeInternalError, c.internalFailure(uri, err))
+	}
+	out = appendResultHead(out, id)
+	out = append(out, `{"contents":[`...)
+	for i := range contents {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendResourceContents(out, &contents[i])
+	}
+	out = append(out, ']')
+	return http.StatusOK, c.closeResult(out, true)
+}
+
+// readResource reads through the gate, turning a provider's panic into a
+// failure as invoke does.
+func (c *call) readResource(uri string) (res []dispatch.ResourceContents, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = nil, &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return c.h.d.ReadResource(c.ctx, c.p, uri)
 }

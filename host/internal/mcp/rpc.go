@@ -393,6 +393,10 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 			c.ctx = dispatch.WithConfirmation(c.ctx, cf)
 		}
 	}
+	// The provider hands the call's content blocks here; the gate's
+	// result stays the structured value.
+	var rep dispatch.ContentReport
+	c.ctx = dispatch.WithContentReport(c.ctx, &rep)
 	res, err := c.invoke(name, ps.arguments)
 	if err != nil {
 		return c.callFailed(id, name, err, out)
@@ -403,20 +407,41 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 		return c.callFailed(id, name, fmt.Errorf("capability %s returned invalid JSON", name), out)
 	}
 	res = res[start:end]
-	out = appendResultHead(out, id)
-	// The text block repeats the structured value for clients that predate
-	// structuredContent.
-	out = append(out, `{"content":[{"type":"text","text":`...)
-	out = appendString(out, res)
-	out = append(out, "}]"...)
-	// Up to 2025-11-25 structuredContent must be an object; 2026-07-28
-	// takes any JSON value.
-	if c.ver.modern() || (c.ver.structured() && res[0] == '{') {
+	return http.StatusOK, c.closeResult(c.appendCallResult(appendResultHead(out, id), res, rep.Blocks), false)
+}
+
+// appendCallResult appends a successful tool result: the content blocks
+// and the structured value res, as the revision allows. Up to 2025-11-25
+// structuredContent must be an object; 2026-07-28 takes any JSON value,
+// and a null one (a call that answered blocks alone) is left out. Without
+// blocks of its own, the call's content is one text block repeating the
+// structured value for clients that predate structuredContent; with
+// blocks, that text block is added only where structuredContent cannot
+// carry the value.
+func (c *call) appendCallResult(out, res []byte, blocks []dispatch.Content) []byte {
+	null := string(res) == "null"
+	structured := !null && (c.ver.modern() || (c.ver.structured() && res[0] == '{'))
+	out = append(out, `{"content":[`...)
+	for i := range blocks {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = c.appendContent(out, &blocks[i])
+	}
+	if len(blocks) == 0 || (!structured && !null) {
+		if len(blocks) > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"type":"text","text":`...)
+		out = appendString(out, res)
+		out = append(out, '}')
+	}
+	out = append(out, ']')
+	if structured {
 		out = append(out, `,"structuredContent":`...)
 		out = appendRaw(out, res)
 	}
-	out = append(out, `,"isError":false`...)
-	return http.StatusOK, c.closeResult(out, false)
+	return append(out, `,"isError":false`...)
 }
 
 // toolName turns the raw name into a string, taking the registry's own

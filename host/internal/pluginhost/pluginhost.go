@@ -354,15 +354,16 @@ func (inst *instance) kill() {
 	}
 }
 
-// Register adds every plugin's capabilities to reg. An invalid declaration
-// names the plugin and the capability.
+// Register adds every plugin's capabilities, resources and resource
+// templates to reg. An invalid declaration names the plugin and the
+// capability; every invalid resource is reported at once.
 func (h *Host) Register(reg *registry.Registry) error {
 	for _, p := range h.plugins {
 		if err := registerCapabilities(reg, p.spec, p.describe); err != nil {
 			return err
 		}
 	}
-	return nil
+	return h.registerResources(reg)
 }
 
 func registerCapabilities(reg *registry.Registry, s Spec, d *capgatev1.DescribeResponse) error {

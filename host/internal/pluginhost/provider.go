@@ -68,7 +68,12 @@ func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (res json.RawMe
 	default:
 		return nil, p.rpcError(ctx, inst, "invoke", r.Capability, err)
 	}
-	if n := len(res); n > p.opts.MaxResultBytes {
+	n := len(res)
+	if rep := dispatch.ContentReportOf(ctx); rep != nil {
+		// The content blocks are part of the answer, under the same limit.
+		n += rep.Bytes
+	}
+	if n > p.opts.MaxResultBytes {
 		// The SDK refuses to send such a result; a plugin written without
 		// it may not, and the agent must not receive it either way.
 		p.log.Warn("result over max_result_bytes refused", "capability", r.Capability, "bytes", n, "limit", p.opts.MaxResultBytes)

@@ -261,6 +261,8 @@ func (c *describeChange) Error() string { return strings.Join(c.changes, "; ") }
 func compareDescriptions(was, now *capgatev1.DescribeResponse) error {
 	changes := diffNamed("capability", was.Capabilities, now.Capabilities, (*capgatev1.Capability).GetName)
 	changes = append(changes, diffNamed("entity type", was.Entities, now.Entities, (*capgatev1.EntityType).GetName)...)
+	changes = append(changes, diffNamed("resource", was.Resources, now.Resources, (*capgatev1.Resource).GetUri)...)
+	changes = append(changes, diffNamed("resource template", was.ResourceTemplates, now.ResourceTemplates, (*capgatev1.ResourceTemplate).GetUriTemplate)...)
 	if len(changes) == 0 {
 		return nil
 	}

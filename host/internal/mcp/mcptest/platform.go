@@ -72,6 +72,7 @@ type Option func(*setup)
 
 type setup struct {
 	records  bool
+	rich     bool
 	packsOff []string
 }
 
@@ -92,7 +93,7 @@ func New(opts ...Option) *Platform {
 	for _, o := range opts {
 		o(&set)
 	}
-	reg := registry.New([]string{"search", "booking", "llm", "diag"})
+	reg := registry.New([]string{"search", "booking", "llm", "diag", "docs", "docsoff"})
 	caps := []registry.Capability{
 		{
 			Name: Search, Description: "Search the catalogue.", Kind: registry.Read,
@@ -130,6 +131,9 @@ func New(opts ...Option) *Platform {
 			panic(fmt.Sprintf("mcptest: %v", err))
 		}
 	}
+	if set.rich {
+		addRich(reg)
+	}
 	p := &Platform{
 		Registry: reg,
 		bookings: map[string]*booking{
@@ -153,7 +157,7 @@ func New(opts ...Option) *Platform {
 // off) and the roles admin, customer and guest.
 func Policy() dispatch.Policy {
 	return dispatch.Policy{
-		Packs: map[string]bool{"search": true, "booking": true, "diag": true, "llm": false},
+		Packs: map[string]bool{"search": true, "booking": true, "diag": true, "llm": false, "docs": true},
 		Roles: map[string][]string{
 			"admin":    {"*"},
 			"customer": {"search.read", "catalogue.read", "booking.*", "diag.run"},
@@ -180,6 +184,9 @@ func (p *Platform) Cancelled(id string) bool {
 // Invoke implements dispatch.Provider.
 func (p *Platform) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage, error) {
 	capability, args := r.Capability, r.Args
+	if res, ok := invokeRich(ctx, r); ok {
+		return res, nil
+	}
 	switch capability {
 	case Search:
 		return json.RawMessage(`{"hits":[{"id":"b-1","title":"Dentist <3 & \"co\""}]}`), nil
