@@ -42,7 +42,7 @@ func (s *server) Calls(stream capgatev1.PluginService_CallsServer) error {
 		}
 		m.start(req.Id, cancel)
 		s.workers.run(func() {
-			resp := s.serveCall(ctx, req)
+			resp := s.serveCall(ctx, req, m.send)
 			m.finish(req.Id)
 			m.send(resp)
 		})
@@ -52,7 +52,10 @@ func (s *server) Calls(stream capgatev1.PluginService_CallsServer) error {
 // serveCall runs one call of the stream. A call the host traces runs in a
 // span of its own, under the host's, and the spans it recorded go back with
 // its answer.
-func (s *server) serveCall(ctx context.Context, req *capgatev1.CallsRequest) *capgatev1.CallsResponse {
+//
+// A call whose request asks for notices sends them on the stream with
+// send while it runs; none is sent once its answer is ready.
+func (s *server) serveCall(ctx context.Context, req *capgatev1.CallsRequest, send func(*capgatev1.CallsResponse)) *capgatev1.CallsResponse {
 	out := &capgatev1.CallsResponse{Id: req.Id}
 	var err error
 	switch c := req.Call.(type) {
@@ -62,7 +65,13 @@ func (s *server) serveCall(ctx context.Context, req *capgatev1.CallsRequest) *ca
 			defer s.tracing.finish(span, out, s.p.logger.Warn)
 		}
 		var r *capgatev1.InvokeResponse
-		if r, err = s.invoke(ctx, c.Invoke); err == nil {
+		n := newNotifier(req.Id, c.Invoke.Notices, c.Invoke.Capability, send)
+		r, err = s.invoke(ctx, c.Invoke, n)
+		if sent, dropped := n.finish(); dropped > 0 {
+			s.p.logger.Debug("call notices dropped over their bounds", "capability", c.Invoke.Capability,
+				"call_id", c.Invoke.CallId, "sent", sent, "dropped", dropped)
+		}
+		if err == nil {
 			out.Result = &capgatev1.CallsResponse_Invoke{Invoke: r}
 		}
 	default:

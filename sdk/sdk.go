@@ -89,8 +89,9 @@ type Call struct {
 	// handler calls another capability (Call.Invoke).
 	ID string
 
-	host hostConn // nil in a plugin no host serves
-	kept *kept    // what the call's Owner kept for its Handler
+	host    hostConn  // nil in a plugin no host serves
+	kept    *kept     // what the call's Owner kept for its Handler
+	notices *notifier // nil when the caller wants no notice
 }
 
 type kept struct{ v any }

@@ -242,14 +242,15 @@ func (s *server) lookup(name string) (*tool, error) {
 
 // invoke runs one call: the ownership step when the host asks for it, then
 // the handler, on arguments decoded once.
-func (s *server) invoke(ctx context.Context, req *capgatev1.InvokeRequest) (resp *capgatev1.InvokeResponse, err error) {
+func (s *server) invoke(ctx context.Context, req *capgatev1.InvokeRequest, n *notifier) (resp *capgatev1.InvokeResponse, err error) {
 	t, err := s.lookup(req.Capability)
 	if err != nil {
 		return nil, err
 	}
 	defer s.recoverInto(req.Capability, &err)
 	pr := req.GetPrincipal()
-	call := Call{ID: req.CallId, Principal: Principal{Role: pr.GetRole(), Scope: Scope(pr.GetScope()), UserID: pr.GetUserId()}}
+	call := Call{ID: req.CallId, Principal: Principal{Role: pr.GetRole(), Scope: Scope(pr.GetScope()), UserID: pr.GetUserId()},
+		notices: n}
 	if s.host != nil {
 		call.host = s.host
 	}

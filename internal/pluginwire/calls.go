@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/capgate/capgate/internal/dispatch"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
 )
 
@@ -22,7 +23,7 @@ type CallStream struct {
 
 	mu      sync.Mutex
 	next    uint64
-	pending map[uint64]chan *capgatev1.CallsResponse
+	pending map[uint64]*pendingCall
 	done    chan struct{} // closed when the stream has failed
 	err     error         // why, once done is closed
 }
@@ -35,7 +36,7 @@ func OpenCalls(ctx context.Context, rpc capgatev1.PluginServiceClient) (*CallStr
 		cancel()
 		return nil, err
 	}
-	c := &CallStream{stream: stream, cancel: cancel, pending: map[uint64]chan *capgatev1.CallsResponse{}, done: make(chan struct{})}
+	c := &CallStream{stream: stream, cancel: cancel, pending: map[uint64]*pendingCall{}, done: make(chan struct{})}
 	go c.receive()
 	return c, nil
 }
@@ -52,14 +53,36 @@ func (c *CallStream) receive() {
 			c.mu.Unlock()
 			return
 		}
+		if resp.Notice != nil && resp.Result == nil {
+			// The call still runs: a notice for its caller. One for a
+			// call that has answered, or that was never sent, has no one
+			// to reach.
+			c.mu.Lock()
+			pc := c.pending[resp.Id]
+			c.mu.Unlock()
+			if pc != nil {
+				pc.notify(resp)
+			}
+			continue
+		}
 		c.mu.Lock()
-		ch := c.pending[resp.Id]
+		pc := c.pending[resp.Id]
 		delete(c.pending, resp.Id)
 		c.mu.Unlock()
-		if ch != nil {
-			ch <- resp // buffered: never blocks the receiver
+		if pc != nil {
+			pc.ch <- resp // buffered: never blocks the receiver
 		}
 	}
+}
+
+// pendingCall is a call waiting for its answer.
+type pendingCall struct {
+	ch chan *capgatev1.CallsResponse
+	// notices receives the call's notices; nil when its caller wants none.
+	// Only the receiving goroutine uses it and notified.
+	notices  dispatch.Notices
+	wants    dispatch.Wants
+	notified int
 }
 
 // ErrNotSent wraps the failure of a call that never reached the plugin:
@@ -70,8 +93,12 @@ var ErrNotSent = errors.New("the call was not sent")
 // stream to fail. An abandoned call is cancelled in the plugin. A response
 // carrying a failure is returned with it, as its error: the spans it
 // carries are the call's all the same.
-func (c *CallStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*capgatev1.CallsResponse, error) {
+func (c *CallStream) call(ctx context.Context, req *capgatev1.CallsRequest, notices dispatch.Notices) (*capgatev1.CallsResponse, error) {
 	ch := make(chan *capgatev1.CallsResponse, 1)
+	pc := &pendingCall{ch: ch}
+	if notices != nil {
+		pc.notices, pc.wants = notices, notices.Wants()
+	}
 	c.mu.Lock()
 	select {
 	case <-c.done:
@@ -81,7 +108,7 @@ func (c *CallStream) call(ctx context.Context, req *capgatev1.CallsRequest) (*ca
 	}
 	c.next++
 	req.Id = c.next
-	c.pending[req.Id] = ch
+	c.pending[req.Id] = pc
 	c.mu.Unlock()
 	if d, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNano = d.UnixNano()

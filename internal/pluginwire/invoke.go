@@ -52,7 +52,18 @@ func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Reque
 	if r.CheckOwner {
 		req.OwnerCheck = &capgatev1.OwnerCheck{UserId: r.Principal.UserID, Only: ownerOnly}
 	}
-	resp, err := c.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: req}})
+	var notices dispatch.Notices
+	if !ownerOnly {
+		// The ownership step alone tells the caller nothing.
+		if notices = dispatch.NoticesOf(ctx); notices != nil {
+			if w := notices.Wants(); w.Any() {
+				req.Notices = &capgatev1.Notices{Progress: w.Progress, LogLevel: capgatev1.LogLevel(w.LogLevel)}
+			} else {
+				notices = nil
+			}
+		}
+	}
+	resp, err := c.call(ctx, &capgatev1.CallsRequest{Call: &capgatev1.CallsRequest_Invoke{Invoke: req}}, notices)
 	spans := resp.GetTraceSpans()
 	if err != nil {
 		return nil, spans, err

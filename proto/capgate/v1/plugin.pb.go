@@ -203,6 +203,75 @@ func (Risk) EnumDescriptor() ([]byte, []int) {
 	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{2}
 }
 
+// LogLevel is a log message's severity, as RFC 5424 names them, least
+// severe first.
+type LogLevel int32
+
+const (
+	LogLevel_LOG_LEVEL_UNSPECIFIED LogLevel = 0
+	LogLevel_LOG_LEVEL_DEBUG       LogLevel = 1
+	LogLevel_LOG_LEVEL_INFO        LogLevel = 2
+	LogLevel_LOG_LEVEL_NOTICE      LogLevel = 3
+	LogLevel_LOG_LEVEL_WARNING     LogLevel = 4
+	LogLevel_LOG_LEVEL_ERROR       LogLevel = 5
+	LogLevel_LOG_LEVEL_CRITICAL    LogLevel = 6
+	LogLevel_LOG_LEVEL_ALERT       LogLevel = 7
+	LogLevel_LOG_LEVEL_EMERGENCY   LogLevel = 8
+)
+
+// Enum value maps for LogLevel.
+var (
+	LogLevel_name = map[int32]string{
+		0: "LOG_LEVEL_UNSPECIFIED",
+		1: "LOG_LEVEL_DEBUG",
+		2: "LOG_LEVEL_INFO",
+		3: "LOG_LEVEL_NOTICE",
+		4: "LOG_LEVEL_WARNING",
+		5: "LOG_LEVEL_ERROR",
+		6: "LOG_LEVEL_CRITICAL",
+		7: "LOG_LEVEL_ALERT",
+		8: "LOG_LEVEL_EMERGENCY",
+	}
+	LogLevel_value = map[string]int32{
+		"LOG_LEVEL_UNSPECIFIED": 0,
+		"LOG_LEVEL_DEBUG":       1,
+		"LOG_LEVEL_INFO":        2,
+		"LOG_LEVEL_NOTICE":      3,
+		"LOG_LEVEL_WARNING":     4,
+		"LOG_LEVEL_ERROR":       5,
+		"LOG_LEVEL_CRITICAL":    6,
+		"LOG_LEVEL_ALERT":       7,
+		"LOG_LEVEL_EMERGENCY":   8,
+	}
+)
+
+func (x LogLevel) Enum() *LogLevel {
+	p := new(LogLevel)
+	*p = x
+	return p
+}
+
+func (x LogLevel) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LogLevel) Descriptor() protoreflect.EnumDescriptor {
+	return file_capgate_v1_plugin_proto_enumTypes[3].Descriptor()
+}
+
+func (LogLevel) Type() protoreflect.EnumType {
+	return &file_capgate_v1_plugin_proto_enumTypes[3]
+}
+
+func (x LogLevel) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LogLevel.Descriptor instead.
+func (LogLevel) EnumDescriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{3}
+}
+
 type ToolError_Code int32
 
 const (
@@ -245,11 +314,11 @@ func (x ToolError_Code) String() string {
 }
 
 func (ToolError_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_capgate_v1_plugin_proto_enumTypes[3].Descriptor()
+	return file_capgate_v1_plugin_proto_enumTypes[4].Descriptor()
 }
 
 func (ToolError_Code) Type() protoreflect.EnumType {
-	return &file_capgate_v1_plugin_proto_enumTypes[3]
+	return &file_capgate_v1_plugin_proto_enumTypes[4]
 }
 
 func (x ToolError_Code) Number() protoreflect.EnumNumber {
@@ -258,7 +327,7 @@ func (x ToolError_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolError_Code.Descriptor instead.
 func (ToolError_Code) EnumDescriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19, 0}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type ConfigureRequest struct {
@@ -1673,7 +1742,12 @@ type InvokeRequest struct {
 	// plugin's spans for it continue that trace, and come back in
 	// CallsResponse.trace_spans. Absent, the host traces nothing of this
 	// call and the plugin records nothing.
-	TraceContext  map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceContext map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// notices says what the caller wants to hear while the call runs:
+	// progress, log messages from a level up. Unset, the caller wants
+	// nothing, and the plugin sends no notice for this call (a host built
+	// before notices existed never sets it).
+	Notices       *Notices `protobuf:"bytes,7,opt,name=notices,proto3" json:"notices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1750,6 +1824,196 @@ func (x *InvokeRequest) GetTraceContext() map[string]string {
 	return nil
 }
 
+func (x *InvokeRequest) GetNotices() *Notices {
+	if x != nil {
+		return x.Notices
+	}
+	return nil
+}
+
+// Notices is what a caller wants to hear from a call before its result.
+type Notices struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// progress asks for the call's progress (CallsResponse.progress).
+	Progress bool `protobuf:"varint,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	// log_level is the least severe log message the caller wants
+	// (CallsResponse.log); LOG_LEVEL_UNSPECIFIED wants none.
+	LogLevel      LogLevel `protobuf:"varint,2,opt,name=log_level,json=logLevel,proto3,enum=capgate.v1.LogLevel" json:"log_level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Notices) Reset() {
+	*x = Notices{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Notices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Notices) ProtoMessage() {}
+
+func (x *Notices) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Notices.ProtoReflect.Descriptor instead.
+func (*Notices) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Notices) GetProgress() bool {
+	if x != nil {
+		return x.Progress
+	}
+	return false
+}
+
+func (x *Notices) GetLogLevel() LogLevel {
+	if x != nil {
+		return x.LogLevel
+	}
+	return LogLevel_LOG_LEVEL_UNSPECIFIED
+}
+
+// Progress is how far a call has come.
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// progress increases with every notice of a call; total, when known
+	// (not 0), is what it reaches when the call is done.
+	Progress float64 `protobuf:"fixed64,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	Total    float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	// message describes the step, for a human.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Progress) GetProgress() float64 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *Progress) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// LogMessage is one log message a call sends its caller.
+type LogMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Level LogLevel               `protobuf:"varint,1,opt,name=level,proto3,enum=capgate.v1.LogLevel" json:"level,omitempty"`
+	// logger names the part of the plugin that speaks, when set.
+	Logger string `protobuf:"bytes,2,opt,name=logger,proto3" json:"logger,omitempty"`
+	// data is any JSON value: a string, or an object with details.
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogMessage) Reset() {
+	*x = LogMessage{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogMessage) ProtoMessage() {}
+
+func (x *LogMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
+func (*LogMessage) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *LogMessage) GetLevel() LogLevel {
+	if x != nil {
+		return x.Level
+	}
+	return LogLevel_LOG_LEVEL_UNSPECIFIED
+}
+
+func (x *LogMessage) GetLogger() string {
+	if x != nil {
+		return x.Logger
+	}
+	return ""
+}
+
+func (x *LogMessage) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // OwnerCheck is the requirement "the target must belong to this user".
 type OwnerCheck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1769,7 +2033,7 @@ type OwnerCheck struct {
 
 func (x *OwnerCheck) Reset() {
 	*x = OwnerCheck{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +2045,7 @@ func (x *OwnerCheck) String() string {
 func (*OwnerCheck) ProtoMessage() {}
 
 func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2058,7 @@ func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerCheck.ProtoReflect.Descriptor instead.
 func (*OwnerCheck) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OwnerCheck) GetUserId() string {
@@ -1832,7 +2096,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2108,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2121,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InvokeResponse) GetResult() []byte {
@@ -1898,7 +2162,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2174,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2187,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolError) GetCode() ToolError_Code {
@@ -1948,7 +2212,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2224,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2237,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 type PingResponse struct {
@@ -1984,7 +2248,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2260,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2273,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 type PublishRequest struct {
@@ -2031,7 +2295,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2307,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2320,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -2104,7 +2368,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2380,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2393,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishResponse) GetCursor() uint64 {
@@ -2156,7 +2420,7 @@ type CallsRequest struct {
 
 func (x *CallsRequest) Reset() {
 	*x = CallsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2432,7 @@ func (x *CallsRequest) String() string {
 func (*CallsRequest) ProtoMessage() {}
 
 func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2445,7 @@ func (x *CallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
 func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CallsRequest) GetId() uint64 {
@@ -2249,7 +2513,7 @@ type CancelCall struct {
 
 func (x *CancelCall) Reset() {
 	*x = CancelCall{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2525,7 @@ func (x *CancelCall) String() string {
 func (*CancelCall) ProtoMessage() {}
 
 func (x *CancelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2538,7 @@ func (x *CancelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
 func (*CancelCall) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 type CallsResponse struct {
@@ -2291,14 +2555,25 @@ type CallsResponse struct {
 	// of at most 64 KiB. The host exports them with its own spans, under a
 	// resource naming the plugin, and drops any outside the call's trace.
 	// Empty when the call was not traced.
-	TraceSpans    []byte `protobuf:"bytes,5,opt,name=trace_spans,json=traceSpans,proto3" json:"trace_spans,omitempty"`
+	TraceSpans []byte `protobuf:"bytes,5,opt,name=trace_spans,json=traceSpans,proto3" json:"trace_spans,omitempty"`
+	// notice, on a response with no result, is something the call tells its
+	// caller while it still runs, sent only as the call's
+	// InvokeRequest.notices asked. A call's notices come before its result;
+	// one after it is dropped. A host built before notices existed never asks
+	// for them.
+	//
+	// Types that are valid to be assigned to Notice:
+	//
+	//	*CallsResponse_Progress
+	//	*CallsResponse_Log
+	Notice        isCallsResponse_Notice `protobuf_oneof:"notice"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallsResponse) Reset() {
 	*x = CallsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2585,7 @@ func (x *CallsResponse) String() string {
 func (*CallsResponse) ProtoMessage() {}
 
 func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2598,7 @@ func (x *CallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
 func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CallsResponse) GetId() uint64 {
@@ -2365,6 +2640,31 @@ func (x *CallsResponse) GetTraceSpans() []byte {
 	return nil
 }
 
+func (x *CallsResponse) GetNotice() isCallsResponse_Notice {
+	if x != nil {
+		return x.Notice
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Notice.(*CallsResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *CallsResponse) GetLog() *LogMessage {
+	if x != nil {
+		if x, ok := x.Notice.(*CallsResponse_Log); ok {
+			return x.Log
+		}
+	}
+	return nil
+}
+
 type isCallsResponse_Result interface {
 	isCallsResponse_Result()
 }
@@ -2382,6 +2682,22 @@ func (*CallsResponse_Invoke) isCallsResponse_Result() {}
 
 func (*CallsResponse_Failure) isCallsResponse_Result() {}
 
+type isCallsResponse_Notice interface {
+	isCallsResponse_Notice()
+}
+
+type CallsResponse_Progress struct {
+	Progress *Progress `protobuf:"bytes,6,opt,name=progress,proto3,oneof"`
+}
+
+type CallsResponse_Log struct {
+	Log *LogMessage `protobuf:"bytes,7,opt,name=log,proto3,oneof"`
+}
+
+func (*CallsResponse_Progress) isCallsResponse_Notice() {}
+
+func (*CallsResponse_Log) isCallsResponse_Notice() {}
+
 type CallFailure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// code is a google.golang.org/grpc/codes value.
@@ -2393,7 +2709,7 @@ type CallFailure struct {
 
 func (x *CallFailure) Reset() {
 	*x = CallFailure{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2721,7 @@ func (x *CallFailure) String() string {
 func (*CallFailure) ProtoMessage() {}
 
 func (x *CallFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2734,7 @@ func (x *CallFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
 func (*CallFailure) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CallFailure) GetCode() uint32 {
@@ -2446,7 +2762,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2774,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2787,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StartRequest) GetRebuild() bool {
@@ -2489,7 +2805,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2817,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2830,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 type DocumentsRequest struct {
@@ -2536,7 +2852,7 @@ type DocumentsRequest struct {
 
 func (x *DocumentsRequest) Reset() {
 	*x = DocumentsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2864,7 @@ func (x *DocumentsRequest) String() string {
 func (*DocumentsRequest) ProtoMessage() {}
 
 func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2877,7 @@ func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DocumentsRequest) GetEntity() string {
@@ -2604,7 +2920,7 @@ type DocumentsResponse struct {
 
 func (x *DocumentsResponse) Reset() {
 	*x = DocumentsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2932,7 @@ func (x *DocumentsResponse) String() string {
 func (*DocumentsResponse) ProtoMessage() {}
 
 func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2945,7 @@ func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DocumentsResponse) GetDocuments() []*Document {
@@ -2662,7 +2978,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2674,7 +2990,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2687,7 +3003,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Document) GetId() string {
@@ -2728,7 +3044,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +3056,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +3069,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RecordRequest) GetEntity() string {
@@ -2782,7 +3098,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +3110,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +3123,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RecordResponse) GetRecord() []byte {
@@ -2832,7 +3148,7 @@ type CatalogueRequest struct {
 
 func (x *CatalogueRequest) Reset() {
 	*x = CatalogueRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +3160,7 @@ func (x *CatalogueRequest) String() string {
 func (*CatalogueRequest) ProtoMessage() {}
 
 func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +3173,7 @@ func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueRequest.ProtoReflect.Descriptor instead.
 func (*CatalogueRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 type CatalogueResponse struct {
@@ -2870,7 +3186,7 @@ type CatalogueResponse struct {
 
 func (x *CatalogueResponse) Reset() {
 	*x = CatalogueResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +3198,7 @@ func (x *CatalogueResponse) String() string {
 func (*CatalogueResponse) ProtoMessage() {}
 
 func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +3211,7 @@ func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueResponse.ProtoReflect.Descriptor instead.
 func (*CatalogueResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CatalogueResponse) GetEntities() []*EntityType {
@@ -2913,7 +3229,7 @@ type BusRequest struct {
 
 func (x *BusRequest) Reset() {
 	*x = BusRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3241,7 @@ func (x *BusRequest) String() string {
 func (*BusRequest) ProtoMessage() {}
 
 func (x *BusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3254,7 @@ func (x *BusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusRequest.ProtoReflect.Descriptor instead.
 func (*BusRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 type BusResponse struct {
@@ -2957,7 +3273,7 @@ type BusResponse struct {
 
 func (x *BusResponse) Reset() {
 	*x = BusResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3285,7 @@ func (x *BusResponse) String() string {
 func (*BusResponse) ProtoMessage() {}
 
 func (x *BusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3298,7 @@ func (x *BusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusResponse.ProtoReflect.Descriptor instead.
 func (*BusResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BusResponse) GetId() string {
@@ -3019,7 +3335,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3347,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3360,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SubscribeRequest) GetAfter() uint64 {
@@ -3079,7 +3395,7 @@ type BusEvent struct {
 
 func (x *BusEvent) Reset() {
 	*x = BusEvent{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3407,7 @@ func (x *BusEvent) String() string {
 func (*BusEvent) ProtoMessage() {}
 
 func (x *BusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3420,7 @@ func (x *BusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusEvent.ProtoReflect.Descriptor instead.
 func (*BusEvent) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BusEvent) GetCursor() uint64 {
@@ -3173,7 +3489,7 @@ type HostServiceInvokeRequest struct {
 
 func (x *HostServiceInvokeRequest) Reset() {
 	*x = HostServiceInvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3501,7 @@ func (x *HostServiceInvokeRequest) String() string {
 func (*HostServiceInvokeRequest) ProtoMessage() {}
 
 func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3514,7 @@ func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeRequest.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HostServiceInvokeRequest) GetCallId() string {
@@ -3243,7 +3559,7 @@ type HostServiceInvokeResponse struct {
 
 func (x *HostServiceInvokeResponse) Reset() {
 	*x = HostServiceInvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3255,7 +3571,7 @@ func (x *HostServiceInvokeResponse) String() string {
 func (*HostServiceInvokeResponse) ProtoMessage() {}
 
 func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3268,7 +3584,7 @@ func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeResponse.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HostServiceInvokeResponse) GetResult() []byte {
@@ -3304,7 +3620,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +3632,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +3645,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Refusal) GetStep() string {
@@ -3471,7 +3787,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x17\n" +
-	"\auser_id\x18\x03 \x01(\tR\x06userId\"\xe7\x02\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\"\x96\x03\n" +
 	"\rInvokeRequest\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x01 \x01(\tR\n" +
@@ -3481,10 +3797,23 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x127\n" +
 	"\vowner_check\x18\x05 \x01(\v2\x16.capgate.v1.OwnerCheckR\n" +
 	"ownerCheck\x12P\n" +
-	"\rtrace_context\x18\x06 \x03(\v2+.capgate.v1.InvokeRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\rtrace_context\x18\x06 \x03(\v2+.capgate.v1.InvokeRequest.TraceContextEntryR\ftraceContext\x12-\n" +
+	"\anotices\x18\a \x01(\v2\x13.capgate.v1.NoticesR\anotices\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
+	"\aNotices\x12\x1a\n" +
+	"\bprogress\x18\x01 \x01(\bR\bprogress\x121\n" +
+	"\tlog_level\x18\x02 \x01(\x0e2\x14.capgate.v1.LogLevelR\blogLevel\"V\n" +
+	"\bProgress\x12\x1a\n" +
+	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"d\n" +
+	"\n" +
+	"LogMessage\x12*\n" +
+	"\x05level\x18\x01 \x01(\x0e2\x14.capgate.v1.LogLevelR\x05level\x12\x16\n" +
+	"\x06logger\x18\x02 \x01(\tR\x06logger\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"9\n" +
 	"\n" +
 	"OwnerCheck\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
@@ -3520,14 +3849,17 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x12deadline_unix_nano\x18\x05 \x01(\x03R\x10deadlineUnixNanoB\x06\n" +
 	"\x04callJ\x04\b\x03\x10\x04\"\f\n" +
 	"\n" +
-	"CancelCall\"\xbb\x01\n" +
+	"CancelCall\"\xa5\x02\n" +
 	"\rCallsResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x124\n" +
 	"\x06invoke\x18\x02 \x01(\v2\x1a.capgate.v1.InvokeResponseH\x00R\x06invoke\x123\n" +
 	"\afailure\x18\x04 \x01(\v2\x17.capgate.v1.CallFailureH\x00R\afailure\x12\x1f\n" +
 	"\vtrace_spans\x18\x05 \x01(\fR\n" +
-	"traceSpansB\b\n" +
-	"\x06resultJ\x04\b\x03\x10\x04\";\n" +
+	"traceSpans\x122\n" +
+	"\bprogress\x18\x06 \x01(\v2\x14.capgate.v1.ProgressH\x01R\bprogress\x12*\n" +
+	"\x03log\x18\a \x01(\v2\x16.capgate.v1.LogMessageH\x01R\x03logB\b\n" +
+	"\x06resultB\b\n" +
+	"\x06noticeJ\x04\b\x03\x10\x04\";\n" +
 	"\vCallFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"(\n" +
@@ -3608,7 +3940,17 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tRISK_SAFE\x10\x01\x12\x18\n" +
 	"\x14RISK_REVIEW_REQUIRED\x10\x02\x12\x12\n" +
 	"\x0eRISK_DANGEROUS\x10\x03\x12\x10\n" +
-	"\fRISK_BLOCKED\x10\x042\xfe\x03\n" +
+	"\fRISK_BLOCKED\x10\x04*\xd6\x01\n" +
+	"\bLogLevel\x12\x19\n" +
+	"\x15LOG_LEVEL_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fLOG_LEVEL_DEBUG\x10\x01\x12\x12\n" +
+	"\x0eLOG_LEVEL_INFO\x10\x02\x12\x14\n" +
+	"\x10LOG_LEVEL_NOTICE\x10\x03\x12\x15\n" +
+	"\x11LOG_LEVEL_WARNING\x10\x04\x12\x13\n" +
+	"\x0fLOG_LEVEL_ERROR\x10\x05\x12\x16\n" +
+	"\x12LOG_LEVEL_CRITICAL\x10\x06\x12\x13\n" +
+	"\x0fLOG_LEVEL_ALERT\x10\a\x12\x17\n" +
+	"\x13LOG_LEVEL_EMERGENCY\x10\b2\xfe\x03\n" +
 	"\rPluginService\x12H\n" +
 	"\tConfigure\x12\x1c.capgate.v1.ConfigureRequest\x1a\x1d.capgate.v1.ConfigureResponse\x12E\n" +
 	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12@\n" +
@@ -3639,134 +3981,143 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_capgate_v1_plugin_proto_rawDescData
 }
 
-var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
 	(TaskSupport)(0),                  // 1: capgate.v1.TaskSupport
 	(Risk)(0),                         // 2: capgate.v1.Risk
-	(ToolError_Code)(0),               // 3: capgate.v1.ToolError.Code
-	(*ConfigureRequest)(nil),          // 4: capgate.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 5: capgate.v1.ConfigureResponse
-	(*DescribeRequest)(nil),           // 6: capgate.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 7: capgate.v1.DescribeResponse
-	(*Resource)(nil),                  // 8: capgate.v1.Resource
-	(*ResourceTemplate)(nil),          // 9: capgate.v1.ResourceTemplate
-	(*ReadResourceRequest)(nil),       // 10: capgate.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),      // 11: capgate.v1.ReadResourceResponse
-	(*ResourceContents)(nil),          // 12: capgate.v1.ResourceContents
-	(*Content)(nil),                   // 13: capgate.v1.Content
-	(*MediaContent)(nil),              // 14: capgate.v1.MediaContent
-	(*ResourceLink)(nil),              // 15: capgate.v1.ResourceLink
-	(*EntityType)(nil),                // 16: capgate.v1.EntityType
-	(*Capability)(nil),                // 17: capgate.v1.Capability
-	(*Icon)(nil),                      // 18: capgate.v1.Icon
-	(*Principal)(nil),                 // 19: capgate.v1.Principal
-	(*InvokeRequest)(nil),             // 20: capgate.v1.InvokeRequest
-	(*OwnerCheck)(nil),                // 21: capgate.v1.OwnerCheck
-	(*InvokeResponse)(nil),            // 22: capgate.v1.InvokeResponse
-	(*ToolError)(nil),                 // 23: capgate.v1.ToolError
-	(*PingRequest)(nil),               // 24: capgate.v1.PingRequest
-	(*PingResponse)(nil),              // 25: capgate.v1.PingResponse
-	(*PublishRequest)(nil),            // 26: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),           // 27: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),              // 28: capgate.v1.CallsRequest
-	(*CancelCall)(nil),                // 29: capgate.v1.CancelCall
-	(*CallsResponse)(nil),             // 30: capgate.v1.CallsResponse
-	(*CallFailure)(nil),               // 31: capgate.v1.CallFailure
-	(*StartRequest)(nil),              // 32: capgate.v1.StartRequest
-	(*StartResponse)(nil),             // 33: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),          // 34: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),         // 35: capgate.v1.DocumentsResponse
-	(*Document)(nil),                  // 36: capgate.v1.Document
-	(*RecordRequest)(nil),             // 37: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),            // 38: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),          // 39: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),         // 40: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),                // 41: capgate.v1.BusRequest
-	(*BusResponse)(nil),               // 42: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),          // 43: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),                  // 44: capgate.v1.BusEvent
-	(*HostServiceInvokeRequest)(nil),  // 45: capgate.v1.HostServiceInvokeRequest
-	(*HostServiceInvokeResponse)(nil), // 46: capgate.v1.HostServiceInvokeResponse
-	(*Refusal)(nil),                   // 47: capgate.v1.Refusal
-	nil,                               // 48: capgate.v1.ReadResourceRequest.VariablesEntry
-	nil,                               // 49: capgate.v1.ReadResourceRequest.TraceContextEntry
-	nil,                               // 50: capgate.v1.InvokeRequest.TraceContextEntry
-	nil,                               // 51: capgate.v1.Document.FieldsEntry
-	nil,                               // 52: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	(LogLevel)(0),                     // 3: capgate.v1.LogLevel
+	(ToolError_Code)(0),               // 4: capgate.v1.ToolError.Code
+	(*ConfigureRequest)(nil),          // 5: capgate.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),         // 6: capgate.v1.ConfigureResponse
+	(*DescribeRequest)(nil),           // 7: capgate.v1.DescribeRequest
+	(*DescribeResponse)(nil),          // 8: capgate.v1.DescribeResponse
+	(*Resource)(nil),                  // 9: capgate.v1.Resource
+	(*ResourceTemplate)(nil),          // 10: capgate.v1.ResourceTemplate
+	(*ReadResourceRequest)(nil),       // 11: capgate.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),      // 12: capgate.v1.ReadResourceResponse
+	(*ResourceContents)(nil),          // 13: capgate.v1.ResourceContents
+	(*Content)(nil),                   // 14: capgate.v1.Content
+	(*MediaContent)(nil),              // 15: capgate.v1.MediaContent
+	(*ResourceLink)(nil),              // 16: capgate.v1.ResourceLink
+	(*EntityType)(nil),                // 17: capgate.v1.EntityType
+	(*Capability)(nil),                // 18: capgate.v1.Capability
+	(*Icon)(nil),                      // 19: capgate.v1.Icon
+	(*Principal)(nil),                 // 20: capgate.v1.Principal
+	(*InvokeRequest)(nil),             // 21: capgate.v1.InvokeRequest
+	(*Notices)(nil),                   // 22: capgate.v1.Notices
+	(*Progress)(nil),                  // 23: capgate.v1.Progress
+	(*LogMessage)(nil),                // 24: capgate.v1.LogMessage
+	(*OwnerCheck)(nil),                // 25: capgate.v1.OwnerCheck
+	(*InvokeResponse)(nil),            // 26: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 27: capgate.v1.ToolError
+	(*PingRequest)(nil),               // 28: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 29: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 30: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 31: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 32: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 33: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 34: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 35: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 36: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 37: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 38: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 39: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 40: capgate.v1.Document
+	(*RecordRequest)(nil),             // 41: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 42: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 43: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 44: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 45: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 46: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 47: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 48: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 49: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 50: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 51: capgate.v1.Refusal
+	nil,                               // 52: capgate.v1.ReadResourceRequest.VariablesEntry
+	nil,                               // 53: capgate.v1.ReadResourceRequest.TraceContextEntry
+	nil,                               // 54: capgate.v1.InvokeRequest.TraceContextEntry
+	nil,                               // 55: capgate.v1.Document.FieldsEntry
+	nil,                               // 56: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
-	17, // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
-	16, // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
-	8,  // 2: capgate.v1.DescribeResponse.resources:type_name -> capgate.v1.Resource
-	9,  // 3: capgate.v1.DescribeResponse.resource_templates:type_name -> capgate.v1.ResourceTemplate
-	19, // 4: capgate.v1.ReadResourceRequest.principal:type_name -> capgate.v1.Principal
-	48, // 5: capgate.v1.ReadResourceRequest.variables:type_name -> capgate.v1.ReadResourceRequest.VariablesEntry
-	49, // 6: capgate.v1.ReadResourceRequest.trace_context:type_name -> capgate.v1.ReadResourceRequest.TraceContextEntry
-	12, // 7: capgate.v1.ReadResourceResponse.contents:type_name -> capgate.v1.ResourceContents
-	23, // 8: capgate.v1.ReadResourceResponse.error:type_name -> capgate.v1.ToolError
-	14, // 9: capgate.v1.Content.image:type_name -> capgate.v1.MediaContent
-	14, // 10: capgate.v1.Content.audio:type_name -> capgate.v1.MediaContent
-	15, // 11: capgate.v1.Content.resource_link:type_name -> capgate.v1.ResourceLink
-	12, // 12: capgate.v1.Content.resource:type_name -> capgate.v1.ResourceContents
+	18, // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
+	17, // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
+	9,  // 2: capgate.v1.DescribeResponse.resources:type_name -> capgate.v1.Resource
+	10, // 3: capgate.v1.DescribeResponse.resource_templates:type_name -> capgate.v1.ResourceTemplate
+	20, // 4: capgate.v1.ReadResourceRequest.principal:type_name -> capgate.v1.Principal
+	52, // 5: capgate.v1.ReadResourceRequest.variables:type_name -> capgate.v1.ReadResourceRequest.VariablesEntry
+	53, // 6: capgate.v1.ReadResourceRequest.trace_context:type_name -> capgate.v1.ReadResourceRequest.TraceContextEntry
+	13, // 7: capgate.v1.ReadResourceResponse.contents:type_name -> capgate.v1.ResourceContents
+	27, // 8: capgate.v1.ReadResourceResponse.error:type_name -> capgate.v1.ToolError
+	15, // 9: capgate.v1.Content.image:type_name -> capgate.v1.MediaContent
+	15, // 10: capgate.v1.Content.audio:type_name -> capgate.v1.MediaContent
+	16, // 11: capgate.v1.Content.resource_link:type_name -> capgate.v1.ResourceLink
+	13, // 12: capgate.v1.Content.resource:type_name -> capgate.v1.ResourceContents
 	0,  // 13: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
 	2,  // 14: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
-	18, // 15: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
+	19, // 15: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
 	1,  // 16: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
-	19, // 17: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	21, // 18: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	50, // 19: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
-	23, // 20: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	47, // 21: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	13, // 22: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
-	3,  // 23: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	20, // 24: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	29, // 25: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	22, // 26: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	31, // 27: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	36, // 28: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	51, // 29: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	23, // 30: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	16, // 31: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	52, // 32: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
-	23, // 33: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	47, // 34: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	4,  // 35: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	6,  // 36: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	28, // 37: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	32, // 38: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	34, // 39: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	37, // 40: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	10, // 41: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
-	24, // 42: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	26, // 43: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	39, // 44: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	34, // 45: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	37, // 46: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	41, // 47: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	43, // 48: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	45, // 49: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	5,  // 50: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	7,  // 51: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	30, // 52: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	33, // 53: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	35, // 54: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	38, // 55: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	11, // 56: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
-	25, // 57: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	27, // 58: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	40, // 59: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	35, // 60: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	38, // 61: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	42, // 62: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	44, // 63: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	46, // 64: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	50, // [50:65] is the sub-list for method output_type
-	35, // [35:50] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	20, // 17: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
+	25, // 18: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	54, // 19: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
+	22, // 20: capgate.v1.InvokeRequest.notices:type_name -> capgate.v1.Notices
+	3,  // 21: capgate.v1.Notices.log_level:type_name -> capgate.v1.LogLevel
+	3,  // 22: capgate.v1.LogMessage.level:type_name -> capgate.v1.LogLevel
+	27, // 23: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	51, // 24: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	14, // 25: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
+	4,  // 26: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	21, // 27: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	33, // 28: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	26, // 29: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	35, // 30: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	23, // 31: capgate.v1.CallsResponse.progress:type_name -> capgate.v1.Progress
+	24, // 32: capgate.v1.CallsResponse.log:type_name -> capgate.v1.LogMessage
+	40, // 33: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	55, // 34: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	27, // 35: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	17, // 36: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	56, // 37: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	27, // 38: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	51, // 39: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	5,  // 40: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	7,  // 41: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	32, // 42: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	36, // 43: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	38, // 44: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	41, // 45: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	11, // 46: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
+	28, // 47: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	30, // 48: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	43, // 49: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	38, // 50: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	41, // 51: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	45, // 52: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	47, // 53: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	49, // 54: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	6,  // 55: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	8,  // 56: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	34, // 57: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	37, // 58: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	39, // 59: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	42, // 60: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	12, // 61: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
+	29, // 62: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	31, // 63: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	44, // 64: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	39, // 65: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	42, // 66: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	46, // 67: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	48, // 68: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	50, // 69: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	55, // [55:70] is the sub-list for method output_type
+	40, // [40:55] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -3788,21 +4139,23 @@ func file_capgate_v1_plugin_proto_init() {
 	}
 	file_capgate_v1_plugin_proto_msgTypes[11].OneofWrappers = []any{}
 	file_capgate_v1_plugin_proto_msgTypes[13].OneofWrappers = []any{}
-	file_capgate_v1_plugin_proto_msgTypes[24].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[27].OneofWrappers = []any{
 		(*CallsRequest_Invoke)(nil),
 		(*CallsRequest_Cancel)(nil),
 	}
-	file_capgate_v1_plugin_proto_msgTypes[26].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[29].OneofWrappers = []any{
 		(*CallsResponse_Invoke)(nil),
 		(*CallsResponse_Failure)(nil),
+		(*CallsResponse_Progress)(nil),
+		(*CallsResponse_Log)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   49,
+			NumEnums:      5,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
