@@ -72,8 +72,6 @@ const (
 		"and this one needs what a plugin cannot do yet (content blocks, progress, logging or asking the client)"
 	fixturePrompt = "fixture only: gets a prompt of the suite's reference server; " +
 		"capgate serves no prompts and does not declare the prompts capability"
-	fixtureResource = "fixture only: reads a resource of the suite's reference server (test://…); " +
-		"capgate's resources are its catalogue records (capgate://entity/id), and the suite's test:// URIs are not among them"
 	fixtureInputRequired = "fixture only: calls the reference server's test_input_required_result_* tools " +
 		"(SEP-2322 multi-round input); no capgate capability asks the client for input"
 	notOffered = "not offered: capgate does not declare this capability, so it answers the method with " +
@@ -100,10 +98,6 @@ var (
 // to pass, and why. Everything else the suite runs must pass.
 var conformanceExpectedFailures = []expectedFailure{
 	// Fixture only: the suite's own test tools, prompts and resources.
-	{scenario: "tools-call-image", reason: fixtureTool, because: unknownFixtureTool},
-	{scenario: "tools-call-audio", reason: fixtureTool, because: unknownFixtureTool},
-	{scenario: "tools-call-embedded-resource", reason: fixtureTool, because: unknownFixtureTool},
-	{scenario: "tools-call-mixed-content", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "tools-call-with-progress", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "tools-call-sampling", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "tools-call-elicitation", reason: fixtureTool, because: unknownFixtureTool},
@@ -111,9 +105,6 @@ var conformanceExpectedFailures = []expectedFailure{
 		because: regexp.MustCompile(`unknown tool "test_|method not found: logging/setLevel`)},
 	{scenario: "elicitation-sep1034-defaults", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "elicitation-sep1330-enums", reason: fixtureTool, because: unknownFixtureTool},
-	{scenario: "resources-read-text", reason: fixtureResource, because: regexp.MustCompile(`Resource not found`)},
-	{scenario: "resources-read-binary", reason: fixtureResource, because: regexp.MustCompile(`Resource not found`)},
-	{scenario: "resources-templates-read", reason: fixtureResource, because: regexp.MustCompile(`Resource not found`)},
 	{scenario: "prompts-get-simple", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
 	{scenario: "prompts-get-with-args", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
 	{scenario: "prompts-get-embedded-resource", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
