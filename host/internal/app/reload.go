@@ -123,6 +123,7 @@ var settings = []setting{
 	{"limits", true, func(c *config.Config) any { return c.Limits }},
 	{"risk", true, func(c *config.Config) any { return c.Risk }},
 	{"approvals", false, func(c *config.Config) any { return c.Approvals }},
+	{"tasks", false, func(c *config.Config) any { return c.Tasks }},
 	{"metrics", false, func(c *config.Config) any { return c.Metrics }},
 	{"tracing", false, func(c *config.Config) any { return c.Tracing }},
 	// The OAuth resource server holds its issuer's keys and publishes its

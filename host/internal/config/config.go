@@ -95,6 +95,7 @@ type Config struct {
 	Idempotency    Idempotency
 	Audit          Audit
 	Approvals      Approvals
+	Tasks          Tasks
 	Metrics        Metrics
 	Tracing        Tracing
 	Auth           Auth
@@ -215,6 +216,26 @@ type Approvals struct {
 	// approvals database keeps, which replicas sharing it agree on. A
 	// secret: never logged.
 	ConfirmKey string
+}
+
+// Tasks configures the tasks of the MCP tasks extension: calls of
+// capabilities that declare task support, answered at once with a handle
+// the client polls while the call runs in the background.
+type Tasks struct {
+	// Enabled offers the extension (tasks.enabled, the default); off, every
+	// call runs while its caller waits and required ones are refused.
+	Enabled bool
+	// TTL is how long a task is kept from its creation (tasks.ttl).
+	TTL time.Duration
+	// RunTimeout bounds one task's call (tasks.run_timeout), in place of
+	// http.request_timeout, which bounds calls the caller waits for.
+	RunTimeout time.Duration
+	// MaxPerPrincipal bounds the unfinished tasks of one principal
+	// (tasks.max_per_principal).
+	MaxPerPrincipal int
+	// PollInterval is the polling interval suggested to clients
+	// (tasks.poll_interval).
+	PollInterval time.Duration
 }
 
 // Metrics configures the host's metrics and profiling listener.

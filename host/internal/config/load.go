@@ -154,6 +154,11 @@ var Settings = []Setting{
 	{Key: "approvals.four_eyes", Default: "true", kind: kindBool, def: true},
 	{Key: "approvals.confirm_ttl", Default: "10m", kind: kindDuration, def: "10m"},
 	{Key: "approvals.confirm_key", Default: "", kind: kindString, def: ""},
+	{Key: "tasks.enabled", Default: "true", kind: kindBool, def: true},
+	{Key: "tasks.ttl", Default: "1h", kind: kindDuration, def: "1h"},
+	{Key: "tasks.run_timeout", Default: "30m", kind: kindDuration, def: "30m"},
+	{Key: "tasks.max_per_principal", Default: "16", kind: kindInt, def: 16},
+	{Key: "tasks.poll_interval", Default: "1s", kind: kindDuration, def: "1s"},
 	{Key: "metrics.listen", Default: "", kind: kindString, def: ""},
 	{Key: "tracing.otlp_endpoint", Default: "", kind: kindString, def: ""},
 	{Key: "tracing.otlp_protocol", Default: OTLPHTTP, kind: kindString, def: OTLPHTTP},
@@ -193,12 +198,13 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals", "metrics", "tracing", "auth"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals", "tasks", "metrics", "tracing", "auth"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
 	auditKeys        = []string{"enabled", "retention", "on_unavailable"}
 	approvalsKeys    = []string{"ttl", "four_eyes", "confirm_ttl", "confirm_key"}
+	tasksKeys        = []string{"enabled", "ttl", "run_timeout", "max_per_principal", "poll_interval"}
 	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
 	logKeys          = []string{"level", "format"}
 	searchKeys       = []string{"blocked_entities"}
@@ -369,6 +375,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	l.scalarSection("idempotency", sections["idempotency"], idempotencyKeys)
 	l.scalarSection("audit", sections["audit"], auditKeys)
 	l.scalarSection("approvals", sections["approvals"], approvalsKeys)
+	l.scalarSection("tasks", sections["tasks"], tasksKeys)
 	packNames := l.filePacks(sections["packs"])
 	roles := l.roles(sections["roles"])
 
@@ -664,6 +671,23 @@ func (l *loader) resolveSettings(cfg *Config) {
 		if cfg.Approvals.ConfirmKey = v.(string); cfg.Approvals.ConfirmKey != "" && len(cfg.Approvals.ConfirmKey) < 32 {
 			l.addAt("approvals.confirm_key", src, "must be at least 32 bytes (a random one: openssl rand -base64 32), got %d; leave it empty to use a key kept in the approvals database", len(cfg.Approvals.ConfirmKey))
 		}
+	}
+	if v, _, ok := get("tasks.enabled"); ok {
+		cfg.Tasks.Enabled = v.(bool)
+	}
+	if cfg.Tasks.TTL = positive("tasks.ttl"); cfg.Tasks.TTL > 0 && (cfg.Tasks.TTL < time.Minute || cfg.Tasks.TTL > 30*24*time.Hour) {
+		v, src, _ := get("tasks.ttl")
+		l.addAt("tasks.ttl", src, "must be between 1m (time for a client to poll) and 720h, got %s", v)
+	}
+	if cfg.Tasks.RunTimeout = positive("tasks.run_timeout"); cfg.Tasks.RunTimeout > 0 && cfg.Tasks.TTL > 0 && cfg.Tasks.RunTimeout > cfg.Tasks.TTL {
+		v, src, _ := get("tasks.run_timeout")
+		l.addAt("tasks.run_timeout", src, "must not exceed tasks.ttl (%s): a task must outlive its run, got %s", cfg.Tasks.TTL, v)
+	}
+	cfg.Tasks.MaxPerPrincipal = int(intIn("tasks.max_per_principal", 1, 10_000))
+	if cfg.Tasks.PollInterval = positive("tasks.poll_interval"); cfg.Tasks.PollInterval > 0 &&
+		(cfg.Tasks.PollInterval < 100*time.Millisecond || cfg.Tasks.PollInterval > time.Minute) {
+		v, src, _ := get("tasks.poll_interval")
+		l.addAt("tasks.poll_interval", src, "must be between 100ms and 1m, got %s", v)
 	}
 	if v, _, ok := get("audit.enabled"); ok {
 		cfg.Audit.Enabled = v.(bool)

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk, approvals, metrics, tracing, auth"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk, approvals, tasks, metrics, tracing, auth"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -359,6 +359,19 @@ func TestParseProblems(t *testing.T) {
 				`approvals.four_eyes: must be true or false, got "maybe" (line 1)`,
 				`approvals.confirm_ttl: must be between 30s (time for the user to read the question) and 24h, got 5s (line 1)`,
 				`approvals.confirm_key: must be at least 32 bytes (a random one: openssl rand -base64 32), got 12; leave it empty to use a key kept in the approvals database (line 1)`,
+			}},
+		{"tasks", "tasks: {enabled: sometimes, ttl: 10s, run_timeout: 0s, max_per_principal: 0, poll_interval: 5ms, queue: 1}\n",
+			nil, []string{
+				`tasks.queue: unknown key; known keys are enabled, ttl, run_timeout, max_per_principal, poll_interval (line 1)`,
+				`tasks.enabled: must be true or false, got "sometimes" (line 1)`,
+				`tasks.ttl: must be between 1m (time for a client to poll) and 720h, got 10s (line 1)`,
+				`tasks.run_timeout: must be greater than zero, got 0s (line 1)`,
+				`tasks.max_per_principal: must be between 1 and 10000, got 0 (line 1)`,
+				`tasks.poll_interval: must be between 100ms and 1m, got 5ms (line 1)`,
+			}},
+		{"tasks run longer than kept", "tasks: {ttl: 1h, run_timeout: 2h}\n",
+			nil, []string{
+				`tasks.run_timeout: must not exceed tasks.ttl (1h0m0s): a task must outlive its run, got 2h0m0s (line 1)`,
 			}},
 		{"metrics listener", "listen: 127.0.0.1:8080\nmetrics: {listen: 127.0.0.1:8080}\n",
 			nil, []string{
