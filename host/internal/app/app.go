@@ -29,6 +29,7 @@ import (
 	"github.com/capgate/capgate/host/internal/pluginhost"
 	"github.com/capgate/capgate/host/internal/server"
 	"github.com/capgate/capgate/host/internal/switches"
+	"github.com/capgate/capgate/host/internal/tasks"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/idempotency"
 	"github.com/capgate/capgate/internal/ratelimit"
@@ -55,6 +56,8 @@ type App struct {
 	// approvals holds the calls that wait for a human and runs the
 	// approved ones.
 	approvals *approvalDesk
+	// tasks keeps the MCP tasks extension's tasks, swept by purge.
+	tasks *tasks.Store
 	// file is the configuration file (empty when the config was not read
 	// from one); reloads read it again.
 	file string
@@ -131,6 +134,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	defer func() {
 		if err != nil {
 			_ = appr.Close()
+		}
+	}()
+	taskStore, err := tasks.Open(ctx, cfg.Database.DSN, cfg.DataDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("database.dsn: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = taskStore.Close()
 		}
 	}()
 	aud, auditStore, err := openAudit(ctx, cfg, log)
@@ -323,6 +335,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Observe:         observe,
 		Tracing:         tr.forMCP(gate),
 	}
+	if cfg.Tasks.Enabled {
+		sopts.Tasks = &mcp.TaskOptions{Store: taskStore, TTL: cfg.Tasks.TTL, RunTimeout: cfg.Tasks.RunTimeout,
+			PollInterval: cfg.Tasks.PollInterval, MaxPerPrincipal: cfg.Tasks.MaxPerPrincipal}
+	}
 	if oauth != nil {
 		sopts.OAuth = oauth
 	}
@@ -331,7 +347,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}
 	srv := server.New(sopts)
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,
-		approvals: desk, metrics: met, metricsLn: metricsLn, tracing: tr, oauth: oauth,
+		approvals: desk, tasks: taskStore, metrics: met, metricsLn: metricsLn, tracing: tr, oauth: oauth,
 		readSum: fileSum(cfg.File)}, nil
 }
 
@@ -459,6 +475,9 @@ func (a *App) stop() {
 	if err := a.approvals.store.Close(); err != nil {
 		a.log.Warn("closing the approvals store", "err", err)
 	}
+	if err := a.tasks.Close(); err != nil {
+		a.log.Warn("closing the tasks store", "err", err)
+	}
 	if err := a.gov.switches.Close(); err != nil {
 		a.log.Warn("closing the switches store", "err", err)
 	}
@@ -488,6 +507,7 @@ func (a *App) purge(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			a.sweepTasks(ctx, now)
 			n, err := a.idem.Purge(ctx, now)
 			switch {
 			case err != nil && ctx.Err() == nil:
@@ -496,6 +516,22 @@ func (a *App) purge(ctx context.Context) {
 				a.log.Debug("purged expired idempotency records", "records", n)
 			}
 		}
+	}
+}
+
+// sweepTasks deletes the tasks past their TTL and fails those whose run
+// must have ended by now: started longer ago than a run may take, with a
+// minute more for its end to be stored.
+func (a *App) sweepTasks(ctx context.Context, now time.Time) {
+	deleted, lost, err := a.tasks.Sweep(ctx, now.Add(-a.cfg.Tasks.RunTimeout-time.Minute), mcp.LostTaskError)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		a.log.Warn("sweeping tasks", "err", err)
+	case lost > 0:
+		a.log.Warn("tasks lost with the server that ran them, ended as failed", "tasks", lost)
+	}
+	if deleted > 0 {
+		a.log.Debug("deleted expired tasks", "tasks", deleted)
 	}
 }
 

@@ -55,6 +55,31 @@
 // Without those capabilities in the registry the lists are empty and every
 // URI is unknown.
 //
+// The tasks extension (io.modelcontextprotocol/tasks) is offered at
+// 2026-07-28 when Options.Tasks is set, and named then in server/discover's
+// capabilities.extensions (see package tasks for the lifecycle):
+//
+//   - a tools/call of a capability declaring optional or required task
+//     support, whose _meta client capabilities name the extension, runs as
+//     any call does, in the background; once the gate has admitted it
+//     (dispatch.WithAdmit) the task is stored and the CreateTaskResult
+//     (resultType "task", the task's fields at the top level) answers at
+//     once. An answer the gate gives before that (a refusal, a tool error
+//     for bad arguments, a held call's pending result, a question for the
+//     user) is the answer, as without the extension;
+//   - the run's answer ends the task: a result (isError included)
+//     completes it, a JSON-RPC error (an internal failure, which a task
+//     reports as -32603 with its reference, or a refusal at the ownership
+//     step) fails it;
+//   - a required one called without the extension is -32021, data naming
+//     the extension, once the gate's argument-free steps admit the caller;
+//   - tasks/get, tasks/update and tasks/cancel need the extension in
+//     _meta (-32021 otherwise) and Mcp-Name equal to params.taskId; a task
+//     that is not the caller's (token label and user) is not found
+//     (-32602), exactly like one that does not exist. tasks/update and
+//     tasks/cancel answer an empty result; tasks/list and tasks/result do
+//     not exist.
+//
 // The request path avoids reflection: a validating scanner finds the
 // envelope's fields as sub-slices of a pooled body buffer, tool definitions
 // are rendered once at start-up, and responses are appended into pooled

@@ -66,7 +66,9 @@ func (m rpc) encode(ver string) []byte {
 			meta = map[string]any{}
 		}
 		meta[metaProtocolVersion] = ver
-		meta[metaClientCapabilities] = map[string]any{}
+		if _, ok := meta[metaClientCapabilities]; !ok {
+			meta[metaClientCapabilities] = map[string]any{}
+		}
 		meta["io.modelcontextprotocol/clientInfo"] = map[string]any{"name": "test", "version": "0"}
 		params["_meta"] = meta
 	}
@@ -98,6 +100,10 @@ func (m rpc) headers(ver string) http.Header {
 		case "resources/read":
 			if u, ok := m.params["uri"].(string); ok {
 				h.Set("Mcp-Name", u)
+			}
+		case "tasks/get", "tasks/update", "tasks/cancel":
+			if id, ok := m.params["taskId"].(string); ok {
+				h.Set("Mcp-Name", id)
 			}
 		}
 	}

@@ -61,6 +61,9 @@ type Options struct {
 	// Tracing, when set, traces every JSON-RPC request answered; nil
 	// traces none, at no cost.
 	Tracing *Tracing
+	// Tasks, when set, offers the tasks extension at 2026-07-28; nil
+	// offers none, and capabilities that require tasks are refused.
+	Tasks *TaskOptions
 }
 
 // Handler serves MCP over Streamable HTTP, statelessly, for principals the
@@ -79,16 +82,22 @@ type Handler struct {
 	log          *slog.Logger
 	running      running // requests a notifications/cancelled may cancel
 	observe      func(Operation)
-	tracing      *Tracing // nil: no request is traced
+	tracing      *Tracing    // nil: no request is traced
+	tasks        *taskRunner // nil: the tasks extension is off
 
 	serverInfo   []byte // {"name":...,"version":...}
 	capabilities []byte // the server capabilities object
-	instructions []byte // ,"instructions":"..." or empty
+	// discoverCapabilities adds, for server/discover, the extensions
+	// only 2026-07-28 has.
+	discoverCapabilities []byte
+	instructions         []byte // ,"instructions":"..." or empty
 	// modernTail closes every 2026-07-28 result: resultType and the
 	// serverInfo the revision asks each result to carry in _meta.
 	modernTail []byte
 	// cacheTail is the CacheableResult fields of 2026-07-28 list results.
 	cacheTail []byte
+	// taskTail closes a CreateTaskResult: modernTail with resultType task.
+	taskTail []byte
 }
 
 // New returns a Handler projecting d's registry. Tool definitions are
@@ -128,11 +137,16 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 	h.serverInfo = appendString([]byte(`{"name":"`+ServerName+`","version":`), opts.Version)
 	h.serverInfo = append(h.serverInfo, '}')
 	h.capabilities = []byte(`{"tools":{"listChanged":false},"resources":{"subscribe":false,"listChanged":false}}`)
+	h.discoverCapabilities = h.capabilities
+	if h.tasks = newTaskRunner(opts.Tasks, h.log); h.tasks != nil {
+		h.discoverCapabilities = append(h.capabilities[:len(h.capabilities)-1:len(h.capabilities)-1], `,"extensions":{"`+ExtTasks+`":{}}}`...)
+	}
 	if opts.Instructions != "" {
 		h.instructions = appendString([]byte(`,"instructions":`), opts.Instructions)
 	}
 	h.modernTail = append([]byte(`,"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":`), h.serverInfo...)
 	h.modernTail = append(h.modernTail, '}')
+	h.taskTail = append([]byte(`,"resultType":"task"`), h.modernTail[len(`,"resultType":"complete"`):]...)
 	h.cacheTail = strconv.AppendInt([]byte(`,"ttlMs":`), opts.ListTTL.Milliseconds(), 10)
 	// Lists differ per token, so no shared cache may keep them.
 	h.cacheTail = append(h.cacheTail, `,"cacheScope":"private"`...)
@@ -300,4 +314,8 @@ type call struct {
 	header string
 	// tool is the name the request being answered called, for observe.
 	tool string
+	// inTask is set on the copy of a call that runs a task's tools/call
+	// in the background: it runs as a plain call, and an internal failure
+	// is a JSON-RPC error, which fails the task.
+	inTask bool
 }

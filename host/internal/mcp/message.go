@@ -130,6 +130,9 @@ const (
 	mResourcesList
 	mResourceTemplatesList
 	mResourcesRead
+	mTasksGet
+	mTasksUpdate
+	mTasksCancel
 )
 
 // lookupMethod maps the raw method token to a method without allocating.
@@ -168,6 +171,12 @@ func methodByName(s string) method {
 		return mResourceTemplatesList
 	case "resources/read":
 		return mResourcesRead
+	case "tasks/get":
+		return mTasksGet
+	case "tasks/update":
+		return mTasksUpdate
+	case "tasks/cancel":
+		return mTasksCancel
 	}
 	return mUnknown
 }
@@ -179,6 +188,7 @@ type params struct {
 	arguments                          []byte
 	meta                               []byte
 	requestID                          []byte // notifications/cancelled
+	taskID                             []byte // tasks/get, tasks/update, tasks/cancel
 	// requestState and inputResponses answer an input_required result
 	// (2026-07-28).
 	requestState, inputResponses []byte
@@ -207,6 +217,8 @@ func parseParams(raw []byte, p *params) bool {
 			p.meta = mb.val
 		case mb.is("requestId"):
 			p.requestID = mb.val
+		case mb.is("taskId"):
+			p.taskID = mb.val
 		case mb.is("requestState"):
 			p.requestState = mb.val
 		case mb.is("inputResponses"):

@@ -189,6 +189,11 @@ func (c *call) answer(m *message, out []byte) (int, []byte) {
 		if c.ver.modern() {
 			return c.discover(m.id, out)
 		}
+	case mTasksGet, mTasksUpdate, mTasksCancel:
+		// Only where the extension is offered: elsewhere they are unknown.
+		if c.ver.modern() && c.h.tasks != nil {
+			return c.tasksMethod(meth, m.id, &ps, out)
+		}
 	case mPing:
 		// 2026-07-28 removed ping along with the handshake.
 		if !c.ver.modern() {
@@ -227,14 +232,17 @@ func (c *call) checkModern(m *message, meth method, ps *params, out []byte) (int
 	if !stringIs(m.method, hm) {
 		return mismatch("Mcp-Method " + strconv.Quote(hm) + " does not match the body's method")
 	}
-	if meth == mToolsCall || meth == mResourcesRead {
+	if meth == mToolsCall || meth == mResourcesRead || meth == mTasksGet || meth == mTasksUpdate || meth == mTasksCancel {
 		field, want := "params.name", ps.name
-		if meth == mResourcesRead {
+		switch meth {
+		case mResourcesRead:
 			field, want = "params.uri", ps.uri
+		case mTasksGet, mTasksUpdate, mTasksCancel:
+			field, want = "params.taskId", ps.taskID
 		}
 		hn, ok := header(c.r.Header, hdrName)
 		if !ok {
-			return mismatch("the Mcp-Name header is required for " + methodByID(meth))
+			return mismatch("the Mcp-Name header is required for " + methodName(meth))
 		}
 		decoded, ok := decodeHeaderValue(hn)
 		if !ok {
@@ -312,7 +320,7 @@ func (c *call) initialize(id []byte, ps *params, out []byte) (int, []byte) {
 func (c *call) discover(id []byte, out []byte) (int, []byte) {
 	out = appendResultHead(out, id)
 	out = append(out, `{"supportedVersions":["`+Version20260728+`","`+Version20251125+`","`+Version20250618+`","`+Version20250326+`"],"capabilities":`...)
-	out = append(out, c.h.capabilities...)
+	out = append(out, c.h.discoverCapabilities...)
 	out = append(out, c.h.instructions...)
 	return http.StatusOK, c.closeResult(out, true)
 }
@@ -369,6 +377,11 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 	}
 	name := c.h.toolName(ps.name)
 	c.tool = name
+	if c.ver.modern() && !c.inTask {
+		if status, out, ok := c.toolsCallAsTask(id, name, ps, out); ok {
+			return status, out
+		}
+	}
 	var rm requestMeta
 	if len(ps.meta) > 0 && string(ps.meta) != "null" {
 		if !parseMeta(ps.meta, &rm) {
@@ -495,7 +508,11 @@ func (c *call) callFailed(id []byte, name string, err error, out []byte) (int, [
 	if errors.Is(err, dispatch.ErrUnknownCapability) {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: unknown tool "+strconv.Quote(name))
 	}
-	return http.StatusOK, c.errorResult(id, c.internalFailure(name, err), out)
+	msg := c.internalFailure(name, err)
+	if c.inTask {
+		return http.StatusOK, appendError(out, id, codeInternalError, msg)
+	}
+	return http.StatusOK, c.errorResult(id, msg, out)
 }
 
 // refused logs a gate refusal and appends its JSON-RPC error: -32003 with

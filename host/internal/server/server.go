@@ -110,6 +110,9 @@ type Options struct {
 	// Tracing, when set, traces every MCP request (see mcp.Tracing); nil
 	// traces none.
 	Tracing *mcp.Tracing
+	// Tasks, when set, offers the MCP tasks extension (see
+	// mcp.TaskOptions); nil offers none.
+	Tasks *mcp.TaskOptions
 	// Console serves the admin console at ConsolePath; nil serves none.
 	Console http.Handler
 }
@@ -125,6 +128,8 @@ type Server struct {
 	// nanoseconds), when the last line saying so was written.
 	refused    atomic.Int64
 	busyLogged atomic.Int64
+	// mcp is the MCP adapter, whose background tasks Shutdown stops.
+	mcp *mcp.Handler
 }
 
 // busyLogEvery spaces the lines saying requests were refused as busy: a
@@ -165,7 +170,9 @@ func New(opts Options) *Server {
 		Logger:         opts.Logger,
 		Observe:        opts.Observe,
 		Tracing:        opts.Tracing,
+		Tasks:          opts.Tasks,
 	})
+	s.mcp = adapter
 	endpoint := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
 		// Bounded before the body is read: the requests held at once,
 		// and so the memory their bodies take, stay bounded however many
@@ -257,11 +264,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests to
-// finish, or for ctx to end.
+// finish, then cancels the MCP tasks still running here and waits for
+// their ends to be stored, or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("http server draining")
 	if err := s.http.Shutdown(ctx); err != nil {
 		return fmt.Errorf("drain http server: %w", err)
+	}
+	if err := s.mcp.StopTasks(ctx); err != nil {
+		return err
 	}
 	return nil
 }
