@@ -316,6 +316,8 @@ type call struct {
 	tool string
 	// inTask is set on the copy of a call that runs a task's tools/call
 	// in the background: it runs as a plain call, and an internal failure
-	// is a JSON-RPC error, which fails the task.
+	// is a JSON-RPC error, which fails the task. Such a call has no
+	// connection once its task is created: nothing may be streamed to
+	// its client, which polls tasks/get instead.
 	inTask bool
 }
