@@ -248,6 +248,11 @@ type Plugin struct {
 	start       func(context.Context, Env, Start) error
 	closers     []func() error
 	logger      *slog.Logger
+	// prompts are the declared prompts, promptOrder their names in the
+	// order declared; completers complete resource template variables.
+	prompts     map[string]*prompt
+	promptOrder []string
+	completers  map[string]map[string]Completer
 }
 
 type tool struct {

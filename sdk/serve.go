@@ -217,7 +217,7 @@ func (s *server) Describe(context.Context, *capgatev1.DescribeRequest) (*capgate
 	_, checks := checker(s.p)
 	return &capgatev1.DescribeResponse{Name: s.p.name, Version: s.p.version, Capabilities: caps, Entities: s.p.entities,
 		ChecksConfig: checks, ChecksOwnerOnly: true,
-		Resources: s.p.resources, ResourceTemplates: s.p.resourceTemplates}, nil
+		Resources: s.p.resources, ResourceTemplates: s.p.resourceTemplates, Prompts: s.p.promptDescs()}, nil
 }
 
 func (s *server) ready() error {

@@ -230,6 +230,7 @@ type Registry struct {
 	ordered []*Entry
 	packs   map[string]bool
 	res     resources
+	prompts prompts
 }
 
 // New returns an empty registry that accepts capabilities of the given packs.

@@ -184,6 +184,7 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 	providers := map[string]dispatch.Provider{}
 	var catalog []*capgatev1.EntityType
 	var caps []registry.Capability
+	var prompts []registry.Prompt
 	packs := map[string]bool{}
 	for _, c := range clients {
 		d, err := c.Describe(ctx)
@@ -197,6 +198,11 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 			}
 			caps = append(caps, rc)
 			packs[rc.Pack] = true
+		}
+		for _, pp := range d.Prompts {
+			rp := pluginwire.Prompt(pp, c.name)
+			prompts = append(prompts, rp)
+			packs[rp.Pack] = true
 		}
 		providers[c.name] = gateProvider{c}
 		for _, e := range d.Entities {
@@ -214,6 +220,11 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 	for _, rc := range caps {
 		if err := reg.Add(rc); err != nil {
 			return fmt.Errorf("plugin %s declares an invalid capability: %w", rc.Plugin, err)
+		}
+	}
+	for _, rp := range prompts {
+		if err := reg.AddPrompt(rp); err != nil {
+			return fmt.Errorf("plugin %s declares an invalid prompt: %w", rp.Plugin, err)
 		}
 	}
 	for _, off := range h.DisabledPacks {

@@ -236,6 +236,11 @@ func Inspect(ctx context.Context, cfg *config.Config, opts Options) (*Inspection
 			errs = append(errs, fmt.Errorf("%s pack: %w", c.Pack, err))
 		}
 	}
+	for _, c := range checked {
+		if err := c.RegisterPrompts(reg); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) == 0 {
 		errs = split(checkDisabled(cfg, reg))
 	}

@@ -242,6 +242,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		}
 	}
 	providers[approvalspack.ProviderName] = approvalsPack
+	// After every capability, the host's included: a prompt may not take
+	// a capability's name.
+	if err := plugins.RegisterPrompts(reg); err != nil {
+		return nil, err
+	}
 	// Before anything serves: a plugin providing a blocked entity type
 	// (personal or financial data) stops start-up here.
 	cat := catalogue.New(cfg.Search.BlockedEntities)
@@ -599,7 +604,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 func checkDisabled(cfg *config.Config, reg *registry.Registry) error {
 	var errs []error
 	for i, name := range cfg.DisabledCapabilities {
-		if _, ok := reg.Lookup(name); !ok {
+		_, isCap := reg.Lookup(name)
+		// A prompt is switched off by its name too.
+		if _, isPrompt := reg.LookupPrompt(name); !isCap && !isPrompt {
 			errs = append(errs, fmt.Errorf("disabled_capabilities[%d]: no plugin provides capability %q", i, name))
 		}
 	}

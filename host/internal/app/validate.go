@@ -129,6 +129,11 @@ func Validate(ctx context.Context, cfg *config.Config, opts Options) (Validation
 	if err := reg.Add(eventsPoll()); err != nil {
 		v.Problems = append(v.Problems, fmt.Errorf("events pack: %w", err))
 	}
+	for i := range checked {
+		if err := checked[i].RegisterPrompts(reg); err != nil {
+			v.Problems = append(v.Problems, err)
+		}
+	}
 	for i := range cfg.Plugins {
 		if skip[i] {
 			undescribed = append(undescribed, fmt.Sprintf("plugins[%d]", i))

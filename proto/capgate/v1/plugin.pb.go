@@ -327,7 +327,7 @@ func (x ToolError_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolError_Code.Descriptor instead.
 func (ToolError_Code) EnumDescriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29, 0}
 }
 
 type ConfigureRequest struct {
@@ -529,7 +529,10 @@ type DescribeResponse struct {
 	// sends it only to plugins that say so: one built before it existed
 	// would run the call.
 	ChecksOwnerOnly bool `protobuf:"varint,6,opt,name=checks_owner_only,json=checksOwnerOnly,proto3" json:"checks_owner_only,omitempty"`
-	// 7 is prompts.
+	// prompts are the plugin's prompt templates, rendered with GetPrompt.
+	// The host refuses start-up when one is malformed, names an unknown
+	// pack, or takes a name another prompt or a capability has.
+	Prompts []*Prompt `protobuf:"bytes,7,rep,name=prompts,proto3" json:"prompts,omitempty"`
 	// resources are the plugin's resources at fixed URIs, read with
 	// ReadResource. The host refuses start-up when a URI is malformed, uses
 	// the host's own capgate scheme, or is declared twice.
@@ -611,6 +614,13 @@ func (x *DescribeResponse) GetChecksOwnerOnly() bool {
 		return x.ChecksOwnerOnly
 	}
 	return false
+}
+
+func (x *DescribeResponse) GetPrompts() []*Prompt {
+	if x != nil {
+		return x.Prompts
+	}
+	return nil
 }
 
 func (x *DescribeResponse) GetResources() []*Resource {
@@ -1334,6 +1344,589 @@ func (x *ResourceLink) GetSize() uint64 {
 	return 0
 }
 
+// Prompt is a message template a client offers its user, gated like a read
+// capability: pack must be on, the caller's role must hold permission.
+type Prompt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is lower-case segments joined by dots ("booking.plan_visit"),
+	// unique among prompts and capabilities.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// title is for people; description tells them and models what the
+	// prompt is for.
+	Title         string            `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Description   string            `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Arguments     []*PromptArgument `protobuf:"bytes,4,rep,name=arguments,proto3" json:"arguments,omitempty"`
+	Pack          string            `protobuf:"bytes,5,opt,name=pack,proto3" json:"pack,omitempty"`
+	Permission    string            `protobuf:"bytes,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Prompt) Reset() {
+	*x = Prompt{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prompt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prompt) ProtoMessage() {}
+
+func (x *Prompt) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
+func (*Prompt) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Prompt) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Prompt) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Prompt) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Prompt) GetArguments() []*PromptArgument {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *Prompt) GetPack() string {
+	if x != nil {
+		return x.Pack
+	}
+	return ""
+}
+
+func (x *Prompt) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+// PromptArgument is one string argument a prompt takes.
+type PromptArgument struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Title       string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Required    bool                   `protobuf:"varint,4,opt,name=required,proto3" json:"required,omitempty"`
+	// completes says the plugin suggests values for the argument (Complete).
+	Completes bool `protobuf:"varint,5,opt,name=completes,proto3" json:"completes,omitempty"`
+	// max_length bounds the value in characters; 0 means the host's default.
+	MaxLength     uint32 `protobuf:"varint,6,opt,name=max_length,json=maxLength,proto3" json:"max_length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptArgument) Reset() {
+	*x = PromptArgument{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptArgument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptArgument) ProtoMessage() {}
+
+func (x *PromptArgument) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptArgument.ProtoReflect.Descriptor instead.
+func (*PromptArgument) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PromptArgument) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PromptArgument) GetRequired() bool {
+	if x != nil {
+		return x.Required
+	}
+	return false
+}
+
+func (x *PromptArgument) GetCompletes() bool {
+	if x != nil {
+		return x.Completes
+	}
+	return false
+}
+
+func (x *PromptArgument) GetMaxLength() uint32 {
+	if x != nil {
+		return x.MaxLength
+	}
+	return 0
+}
+
+type GetPromptRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal *Principal             `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// arguments are the caller's values, checked against the declaration.
+	Arguments map[string]string `protobuf:"bytes,3,rep,name=arguments,proto3" json:"arguments,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// trace_context is as InvokeRequest's.
+	TraceContext map[string]string `protobuf:"bytes,4,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// call_id identifies the rendering for host callbacks made meanwhile
+	// (HostService.Invoke acts as this caller), as InvokeRequest's.
+	CallId        string `protobuf:"bytes,5,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPromptRequest) Reset() {
+	*x = GetPromptRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPromptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPromptRequest) ProtoMessage() {}
+
+func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
+func (*GetPromptRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetPromptRequest) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *GetPromptRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPromptRequest) GetArguments() map[string]string {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *GetPromptRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *GetPromptRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+type GetPromptResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// description, when set, replaces the prompt's for this rendering.
+	Description string           `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	Messages    []*PromptMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// error is a failure the caller can act on. messages is then empty.
+	Error         *ToolError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPromptResponse) Reset() {
+	*x = GetPromptResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPromptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPromptResponse) ProtoMessage() {}
+
+func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
+func (*GetPromptResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetPromptResponse) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *GetPromptResponse) GetMessages() []*PromptMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *GetPromptResponse) GetError() *ToolError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// PromptMessage is one message of a rendered prompt: who says it, and one
+// content block.
+type PromptMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// role is "user" or "assistant".
+	Role          string   `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Content       *Content `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptMessage) Reset() {
+	*x = PromptMessage{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptMessage) ProtoMessage() {}
+
+func (x *PromptMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptMessage.ProtoReflect.Descriptor instead.
+func (*PromptMessage) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PromptMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *PromptMessage) GetContent() *Content {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type CompleteRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal *Principal             `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// ref is what is being completed: a prompt's name, or a resource
+	// template's uri_template.
+	//
+	// Types that are valid to be assigned to Ref:
+	//
+	//	*CompleteRequest_Prompt
+	//	*CompleteRequest_ResourceTemplate
+	Ref isCompleteRequest_Ref `protobuf_oneof:"ref"`
+	// argument is the prompt argument or template variable; value is what
+	// the caller has typed so far.
+	Argument string `protobuf:"bytes,4,opt,name=argument,proto3" json:"argument,omitempty"`
+	Value    string `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	// context are the values of the other arguments already chosen.
+	Context      map[string]string `protobuf:"bytes,6,rep,name=context,proto3" json:"context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceContext map[string]string `protobuf:"bytes,7,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// call_id is as GetPromptRequest's: a completion may list what the
+	// caller may read through the gate.
+	CallId        string `protobuf:"bytes,8,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteRequest) Reset() {
+	*x = CompleteRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteRequest) ProtoMessage() {}
+
+func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
+func (*CompleteRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CompleteRequest) GetPrincipal() *Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *CompleteRequest) GetRef() isCompleteRequest_Ref {
+	if x != nil {
+		return x.Ref
+	}
+	return nil
+}
+
+func (x *CompleteRequest) GetPrompt() string {
+	if x != nil {
+		if x, ok := x.Ref.(*CompleteRequest_Prompt); ok {
+			return x.Prompt
+		}
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetResourceTemplate() string {
+	if x != nil {
+		if x, ok := x.Ref.(*CompleteRequest_ResourceTemplate); ok {
+			return x.ResourceTemplate
+		}
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetArgument() string {
+	if x != nil {
+		return x.Argument
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetContext() map[string]string {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+func (x *CompleteRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *CompleteRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+type isCompleteRequest_Ref interface {
+	isCompleteRequest_Ref()
+}
+
+type CompleteRequest_Prompt struct {
+	Prompt string `protobuf:"bytes,2,opt,name=prompt,proto3,oneof"`
+}
+
+type CompleteRequest_ResourceTemplate struct {
+	ResourceTemplate string `protobuf:"bytes,3,opt,name=resource_template,json=resourceTemplate,proto3,oneof"`
+}
+
+func (*CompleteRequest_Prompt) isCompleteRequest_Ref() {}
+
+func (*CompleteRequest_ResourceTemplate) isCompleteRequest_Ref() {}
+
+type CompleteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values are the suggestions, best first, at most 100.
+	Values []string `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	// total is how many suggestions there are in all, when known (0: not
+	// said); has_more says values stop short of them.
+	Total         uint32     `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	HasMore       bool       `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	Error         *ToolError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteResponse) Reset() {
+	*x = CompleteResponse{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteResponse) ProtoMessage() {}
+
+func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
+func (*CompleteResponse) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CompleteResponse) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *CompleteResponse) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *CompleteResponse) GetHasMore() bool {
+	if x != nil {
+		return x.HasMore
+	}
+	return false
+}
+
+func (x *CompleteResponse) GetError() *ToolError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // EntityType is one kind of catalogue record a plugin provides for search.
 type EntityType struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1353,7 +1946,7 @@ type EntityType struct {
 
 func (x *EntityType) Reset() {
 	*x = EntityType{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1958,7 @@ func (x *EntityType) String() string {
 func (*EntityType) ProtoMessage() {}
 
 func (x *EntityType) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[12]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1971,7 @@ func (x *EntityType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityType.ProtoReflect.Descriptor instead.
 func (*EntityType) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EntityType) GetName() string {
@@ -1452,7 +2045,7 @@ type Capability struct {
 
 func (x *Capability) Reset() {
 	*x = Capability{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +2057,7 @@ func (x *Capability) String() string {
 func (*Capability) ProtoMessage() {}
 
 func (x *Capability) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[13]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +2070,7 @@ func (x *Capability) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capability.ProtoReflect.Descriptor instead.
 func (*Capability) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Capability) GetName() string {
@@ -1603,7 +2196,7 @@ type Icon struct {
 
 func (x *Icon) Reset() {
 	*x = Icon{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +2208,7 @@ func (x *Icon) String() string {
 func (*Icon) ProtoMessage() {}
 
 func (x *Icon) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[14]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +2221,7 @@ func (x *Icon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Icon.ProtoReflect.Descriptor instead.
 func (*Icon) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Icon) GetSrc() string {
@@ -1673,7 +2266,7 @@ type Principal struct {
 
 func (x *Principal) Reset() {
 	*x = Principal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +2278,7 @@ func (x *Principal) String() string {
 func (*Principal) ProtoMessage() {}
 
 func (x *Principal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[15]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +2291,7 @@ func (x *Principal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Principal.ProtoReflect.Descriptor instead.
 func (*Principal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Principal) GetRole() string {
@@ -1754,7 +2347,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +2359,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[16]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2372,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InvokeRequest) GetCapability() string {
@@ -1845,7 +2438,7 @@ type Notices struct {
 
 func (x *Notices) Reset() {
 	*x = Notices{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2450,7 @@ func (x *Notices) String() string {
 func (*Notices) ProtoMessage() {}
 
 func (x *Notices) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[17]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2463,7 @@ func (x *Notices) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notices.ProtoReflect.Descriptor instead.
 func (*Notices) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Notices) GetProgress() bool {
@@ -1902,7 +2495,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2507,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[18]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2520,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Progress) GetProgress() float64 {
@@ -1965,7 +2558,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2570,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[19]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2583,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LogMessage) GetLevel() LogLevel {
@@ -2033,7 +2626,7 @@ type OwnerCheck struct {
 
 func (x *OwnerCheck) Reset() {
 	*x = OwnerCheck{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2638,7 @@ func (x *OwnerCheck) String() string {
 func (*OwnerCheck) ProtoMessage() {}
 
 func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[20]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2651,7 @@ func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerCheck.ProtoReflect.Descriptor instead.
 func (*OwnerCheck) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *OwnerCheck) GetUserId() string {
@@ -2096,7 +2689,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2701,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[21]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2714,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *InvokeResponse) GetResult() []byte {
@@ -2162,7 +2755,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2767,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[22]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2780,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ToolError) GetCode() ToolError_Code {
@@ -2212,7 +2805,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2817,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[23]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2830,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 type PingResponse struct {
@@ -2248,7 +2841,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2853,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[24]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2866,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 type PublishRequest struct {
@@ -2295,7 +2888,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2900,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[25]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2913,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -2368,7 +2961,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2973,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[26]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2986,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PublishResponse) GetCursor() uint64 {
@@ -2420,7 +3013,7 @@ type CallsRequest struct {
 
 func (x *CallsRequest) Reset() {
 	*x = CallsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +3025,7 @@ func (x *CallsRequest) String() string {
 func (*CallsRequest) ProtoMessage() {}
 
 func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +3038,7 @@ func (x *CallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
 func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CallsRequest) GetId() uint64 {
@@ -2513,7 +3106,7 @@ type CancelCall struct {
 
 func (x *CancelCall) Reset() {
 	*x = CancelCall{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +3118,7 @@ func (x *CancelCall) String() string {
 func (*CancelCall) ProtoMessage() {}
 
 func (x *CancelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +3131,7 @@ func (x *CancelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
 func (*CancelCall) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 type CallsResponse struct {
@@ -2573,7 +3166,7 @@ type CallsResponse struct {
 
 func (x *CallsResponse) Reset() {
 	*x = CallsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +3178,7 @@ func (x *CallsResponse) String() string {
 func (*CallsResponse) ProtoMessage() {}
 
 func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +3191,7 @@ func (x *CallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
 func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CallsResponse) GetId() uint64 {
@@ -2709,7 +3302,7 @@ type CallFailure struct {
 
 func (x *CallFailure) Reset() {
 	*x = CallFailure{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +3314,7 @@ func (x *CallFailure) String() string {
 func (*CallFailure) ProtoMessage() {}
 
 func (x *CallFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +3327,7 @@ func (x *CallFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
 func (*CallFailure) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CallFailure) GetCode() uint32 {
@@ -2762,7 +3355,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +3367,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +3380,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StartRequest) GetRebuild() bool {
@@ -2805,7 +3398,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +3410,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +3423,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 type DocumentsRequest struct {
@@ -2852,7 +3445,7 @@ type DocumentsRequest struct {
 
 func (x *DocumentsRequest) Reset() {
 	*x = DocumentsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +3457,7 @@ func (x *DocumentsRequest) String() string {
 func (*DocumentsRequest) ProtoMessage() {}
 
 func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +3470,7 @@ func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DocumentsRequest) GetEntity() string {
@@ -2920,7 +3513,7 @@ type DocumentsResponse struct {
 
 func (x *DocumentsResponse) Reset() {
 	*x = DocumentsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3525,7 @@ func (x *DocumentsResponse) String() string {
 func (*DocumentsResponse) ProtoMessage() {}
 
 func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3538,7 @@ func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DocumentsResponse) GetDocuments() []*Document {
@@ -2978,7 +3571,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3583,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3596,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Document) GetId() string {
@@ -3044,7 +3637,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3649,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3662,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RecordRequest) GetEntity() string {
@@ -3098,7 +3691,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3703,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3716,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RecordResponse) GetRecord() []byte {
@@ -3148,7 +3741,7 @@ type CatalogueRequest struct {
 
 func (x *CatalogueRequest) Reset() {
 	*x = CatalogueRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3753,7 @@ func (x *CatalogueRequest) String() string {
 func (*CatalogueRequest) ProtoMessage() {}
 
 func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3766,7 @@ func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueRequest.ProtoReflect.Descriptor instead.
 func (*CatalogueRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 type CatalogueResponse struct {
@@ -3186,7 +3779,7 @@ type CatalogueResponse struct {
 
 func (x *CatalogueResponse) Reset() {
 	*x = CatalogueResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3791,7 @@ func (x *CatalogueResponse) String() string {
 func (*CatalogueResponse) ProtoMessage() {}
 
 func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3804,7 @@ func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueResponse.ProtoReflect.Descriptor instead.
 func (*CatalogueResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CatalogueResponse) GetEntities() []*EntityType {
@@ -3229,7 +3822,7 @@ type BusRequest struct {
 
 func (x *BusRequest) Reset() {
 	*x = BusRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3834,7 @@ func (x *BusRequest) String() string {
 func (*BusRequest) ProtoMessage() {}
 
 func (x *BusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3847,7 @@ func (x *BusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusRequest.ProtoReflect.Descriptor instead.
 func (*BusRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 type BusResponse struct {
@@ -3273,7 +3866,7 @@ type BusResponse struct {
 
 func (x *BusResponse) Reset() {
 	*x = BusResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3878,7 @@ func (x *BusResponse) String() string {
 func (*BusResponse) ProtoMessage() {}
 
 func (x *BusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3891,7 @@ func (x *BusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusResponse.ProtoReflect.Descriptor instead.
 func (*BusResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BusResponse) GetId() string {
@@ -3335,7 +3928,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3940,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3953,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SubscribeRequest) GetAfter() uint64 {
@@ -3395,7 +3988,7 @@ type BusEvent struct {
 
 func (x *BusEvent) Reset() {
 	*x = BusEvent{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +4000,7 @@ func (x *BusEvent) String() string {
 func (*BusEvent) ProtoMessage() {}
 
 func (x *BusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +4013,7 @@ func (x *BusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusEvent.ProtoReflect.Descriptor instead.
 func (*BusEvent) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BusEvent) GetCursor() uint64 {
@@ -3489,7 +4082,7 @@ type HostServiceInvokeRequest struct {
 
 func (x *HostServiceInvokeRequest) Reset() {
 	*x = HostServiceInvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3501,7 +4094,7 @@ func (x *HostServiceInvokeRequest) String() string {
 func (*HostServiceInvokeRequest) ProtoMessage() {}
 
 func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3514,7 +4107,7 @@ func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeRequest.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HostServiceInvokeRequest) GetCallId() string {
@@ -3559,7 +4152,7 @@ type HostServiceInvokeResponse struct {
 
 func (x *HostServiceInvokeResponse) Reset() {
 	*x = HostServiceInvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +4164,7 @@ func (x *HostServiceInvokeResponse) String() string {
 func (*HostServiceInvokeResponse) ProtoMessage() {}
 
 func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +4177,7 @@ func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeResponse.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HostServiceInvokeResponse) GetResult() []byte {
@@ -3620,7 +4213,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +4225,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +4238,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Refusal) GetStep() string {
@@ -3680,14 +4273,15 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"check_only\x18\b \x01(\bR\tcheckOnlyJ\x04\b\x06\x10\aR\x13llm_connection_slug\"\x13\n" +
 	"\x11ConfigureResponse\"\x11\n" +
-	"\x0fDescribeRequest\"\x82\x03\n" +
+	"\x0fDescribeRequest\"\xb0\x03\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12:\n" +
 	"\fcapabilities\x18\x03 \x03(\v2\x16.capgate.v1.CapabilityR\fcapabilities\x122\n" +
 	"\bentities\x18\x04 \x03(\v2\x16.capgate.v1.EntityTypeR\bentities\x12#\n" +
 	"\rchecks_config\x18\x05 \x01(\bR\fchecksConfig\x12*\n" +
-	"\x11checks_owner_only\x18\x06 \x01(\bR\x0fchecksOwnerOnly\x122\n" +
+	"\x11checks_owner_only\x18\x06 \x01(\bR\x0fchecksOwnerOnly\x12,\n" +
+	"\aprompts\x18\a \x03(\v2\x12.capgate.v1.PromptR\aprompts\x122\n" +
 	"\tresources\x18\b \x03(\v2\x14.capgate.v1.ResourceR\tresources\x12K\n" +
 	"\x12resource_templates\x18\t \x03(\v2\x1c.capgate.v1.ResourceTemplateR\x11resourceTemplates\"\xdb\x01\n" +
 	"\bResource\x12\x10\n" +
@@ -3750,7 +4344,64 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1b\n" +
 	"\tmime_type\x18\x05 \x01(\tR\bmimeType\x12\x17\n" +
 	"\x04size\x18\x06 \x01(\x04H\x00R\x04size\x88\x01\x01B\a\n" +
-	"\x05_size\"x\n" +
+	"\x05_size\"\xc2\x01\n" +
+	"\x06Prompt\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x128\n" +
+	"\targuments\x18\x04 \x03(\v2\x1a.capgate.v1.PromptArgumentR\targuments\x12\x12\n" +
+	"\x04pack\x18\x05 \x01(\tR\x04pack\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\tR\n" +
+	"permission\"\xb5\x01\n" +
+	"\x0ePromptArgument\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1a\n" +
+	"\brequired\x18\x04 \x01(\bR\brequired\x12\x1c\n" +
+	"\tcompletes\x18\x05 \x01(\bR\tcompletes\x12\x1d\n" +
+	"\n" +
+	"max_length\x18\x06 \x01(\rR\tmaxLength\"\x93\x03\n" +
+	"\x10GetPromptRequest\x123\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x15.capgate.v1.PrincipalR\tprincipal\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12I\n" +
+	"\targuments\x18\x03 \x03(\v2+.capgate.v1.GetPromptRequest.ArgumentsEntryR\targuments\x12S\n" +
+	"\rtrace_context\x18\x04 \x03(\v2..capgate.v1.GetPromptRequest.TraceContextEntryR\ftraceContext\x12\x17\n" +
+	"\acall_id\x18\x05 \x01(\tR\x06callId\x1a<\n" +
+	"\x0eArgumentsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
+	"\x11GetPromptResponse\x12 \n" +
+	"\vdescription\x18\x01 \x01(\tR\vdescription\x125\n" +
+	"\bmessages\x18\x02 \x03(\v2\x19.capgate.v1.PromptMessageR\bmessages\x12+\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"R\n" +
+	"\rPromptMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12-\n" +
+	"\acontent\x18\x02 \x01(\v2\x13.capgate.v1.ContentR\acontent\"\xf6\x03\n" +
+	"\x0fCompleteRequest\x123\n" +
+	"\tprincipal\x18\x01 \x01(\v2\x15.capgate.v1.PrincipalR\tprincipal\x12\x18\n" +
+	"\x06prompt\x18\x02 \x01(\tH\x00R\x06prompt\x12-\n" +
+	"\x11resource_template\x18\x03 \x01(\tH\x00R\x10resourceTemplate\x12\x1a\n" +
+	"\bargument\x18\x04 \x01(\tR\bargument\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\tR\x05value\x12B\n" +
+	"\acontext\x18\x06 \x03(\v2(.capgate.v1.CompleteRequest.ContextEntryR\acontext\x12R\n" +
+	"\rtrace_context\x18\a \x03(\v2-.capgate.v1.CompleteRequest.TraceContextEntryR\ftraceContext\x12\x17\n" +
+	"\acall_id\x18\b \x01(\tR\x06callId\x1a:\n" +
+	"\fContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x05\n" +
+	"\x03ref\"\x88\x01\n" +
+	"\x10CompleteResponse\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\rR\x05total\x12\x19\n" +
+	"\bhas_more\x18\x03 \x01(\bR\ahasMore\x12+\n" +
+	"\x05error\x18\x04 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"x\n" +
 	"\n" +
 	"EntityType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -3950,7 +4601,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x0fLOG_LEVEL_ERROR\x10\x05\x12\x16\n" +
 	"\x12LOG_LEVEL_CRITICAL\x10\x06\x12\x13\n" +
 	"\x0fLOG_LEVEL_ALERT\x10\a\x12\x17\n" +
-	"\x13LOG_LEVEL_EMERGENCY\x10\b2\xfe\x03\n" +
+	"\x13LOG_LEVEL_EMERGENCY\x10\b2\x8f\x05\n" +
 	"\rPluginService\x12H\n" +
 	"\tConfigure\x12\x1c.capgate.v1.ConfigureRequest\x1a\x1d.capgate.v1.ConfigureResponse\x12E\n" +
 	"\bDescribe\x12\x1b.capgate.v1.DescribeRequest\x1a\x1c.capgate.v1.DescribeResponse\x12@\n" +
@@ -3958,7 +4609,9 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\x05Start\x12\x18.capgate.v1.StartRequest\x1a\x19.capgate.v1.StartResponse\x12H\n" +
 	"\tDocuments\x12\x1c.capgate.v1.DocumentsRequest\x1a\x1d.capgate.v1.DocumentsResponse\x12?\n" +
 	"\x06Record\x12\x19.capgate.v1.RecordRequest\x1a\x1a.capgate.v1.RecordResponse\x12Q\n" +
-	"\fReadResource\x12\x1f.capgate.v1.ReadResourceRequest\x1a .capgate.v1.ReadResourceResponse2\xb3\x04\n" +
+	"\fReadResource\x12\x1f.capgate.v1.ReadResourceRequest\x1a .capgate.v1.ReadResourceResponse\x12H\n" +
+	"\tGetPrompt\x12\x1c.capgate.v1.GetPromptRequest\x1a\x1d.capgate.v1.GetPromptResponse\x12E\n" +
+	"\bComplete\x12\x1b.capgate.v1.CompleteRequest\x1a\x1c.capgate.v1.CompleteResponse2\xb3\x04\n" +
 	"\vHostService\x129\n" +
 	"\x04Ping\x12\x17.capgate.v1.PingRequest\x1a\x18.capgate.v1.PingResponse\x12B\n" +
 	"\aPublish\x12\x1a.capgate.v1.PublishRequest\x1a\x1b.capgate.v1.PublishResponse\x12H\n" +
@@ -3982,7 +4635,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
 	(TaskSupport)(0),                  // 1: capgate.v1.TaskSupport
@@ -4001,123 +4654,150 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*Content)(nil),                   // 14: capgate.v1.Content
 	(*MediaContent)(nil),              // 15: capgate.v1.MediaContent
 	(*ResourceLink)(nil),              // 16: capgate.v1.ResourceLink
-	(*EntityType)(nil),                // 17: capgate.v1.EntityType
-	(*Capability)(nil),                // 18: capgate.v1.Capability
-	(*Icon)(nil),                      // 19: capgate.v1.Icon
-	(*Principal)(nil),                 // 20: capgate.v1.Principal
-	(*InvokeRequest)(nil),             // 21: capgate.v1.InvokeRequest
-	(*Notices)(nil),                   // 22: capgate.v1.Notices
-	(*Progress)(nil),                  // 23: capgate.v1.Progress
-	(*LogMessage)(nil),                // 24: capgate.v1.LogMessage
-	(*OwnerCheck)(nil),                // 25: capgate.v1.OwnerCheck
-	(*InvokeResponse)(nil),            // 26: capgate.v1.InvokeResponse
-	(*ToolError)(nil),                 // 27: capgate.v1.ToolError
-	(*PingRequest)(nil),               // 28: capgate.v1.PingRequest
-	(*PingResponse)(nil),              // 29: capgate.v1.PingResponse
-	(*PublishRequest)(nil),            // 30: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),           // 31: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),              // 32: capgate.v1.CallsRequest
-	(*CancelCall)(nil),                // 33: capgate.v1.CancelCall
-	(*CallsResponse)(nil),             // 34: capgate.v1.CallsResponse
-	(*CallFailure)(nil),               // 35: capgate.v1.CallFailure
-	(*StartRequest)(nil),              // 36: capgate.v1.StartRequest
-	(*StartResponse)(nil),             // 37: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),          // 38: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),         // 39: capgate.v1.DocumentsResponse
-	(*Document)(nil),                  // 40: capgate.v1.Document
-	(*RecordRequest)(nil),             // 41: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),            // 42: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),          // 43: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),         // 44: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),                // 45: capgate.v1.BusRequest
-	(*BusResponse)(nil),               // 46: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),          // 47: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),                  // 48: capgate.v1.BusEvent
-	(*HostServiceInvokeRequest)(nil),  // 49: capgate.v1.HostServiceInvokeRequest
-	(*HostServiceInvokeResponse)(nil), // 50: capgate.v1.HostServiceInvokeResponse
-	(*Refusal)(nil),                   // 51: capgate.v1.Refusal
-	nil,                               // 52: capgate.v1.ReadResourceRequest.VariablesEntry
-	nil,                               // 53: capgate.v1.ReadResourceRequest.TraceContextEntry
-	nil,                               // 54: capgate.v1.InvokeRequest.TraceContextEntry
-	nil,                               // 55: capgate.v1.Document.FieldsEntry
-	nil,                               // 56: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	(*Prompt)(nil),                    // 17: capgate.v1.Prompt
+	(*PromptArgument)(nil),            // 18: capgate.v1.PromptArgument
+	(*GetPromptRequest)(nil),          // 19: capgate.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),         // 20: capgate.v1.GetPromptResponse
+	(*PromptMessage)(nil),             // 21: capgate.v1.PromptMessage
+	(*CompleteRequest)(nil),           // 22: capgate.v1.CompleteRequest
+	(*CompleteResponse)(nil),          // 23: capgate.v1.CompleteResponse
+	(*EntityType)(nil),                // 24: capgate.v1.EntityType
+	(*Capability)(nil),                // 25: capgate.v1.Capability
+	(*Icon)(nil),                      // 26: capgate.v1.Icon
+	(*Principal)(nil),                 // 27: capgate.v1.Principal
+	(*InvokeRequest)(nil),             // 28: capgate.v1.InvokeRequest
+	(*Notices)(nil),                   // 29: capgate.v1.Notices
+	(*Progress)(nil),                  // 30: capgate.v1.Progress
+	(*LogMessage)(nil),                // 31: capgate.v1.LogMessage
+	(*OwnerCheck)(nil),                // 32: capgate.v1.OwnerCheck
+	(*InvokeResponse)(nil),            // 33: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 34: capgate.v1.ToolError
+	(*PingRequest)(nil),               // 35: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 36: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 37: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 38: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 39: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 40: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 41: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 42: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 43: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 44: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 45: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 46: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 47: capgate.v1.Document
+	(*RecordRequest)(nil),             // 48: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 49: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 50: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 51: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 52: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 53: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 54: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 55: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 56: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 57: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 58: capgate.v1.Refusal
+	nil,                               // 59: capgate.v1.ReadResourceRequest.VariablesEntry
+	nil,                               // 60: capgate.v1.ReadResourceRequest.TraceContextEntry
+	nil,                               // 61: capgate.v1.GetPromptRequest.ArgumentsEntry
+	nil,                               // 62: capgate.v1.GetPromptRequest.TraceContextEntry
+	nil,                               // 63: capgate.v1.CompleteRequest.ContextEntry
+	nil,                               // 64: capgate.v1.CompleteRequest.TraceContextEntry
+	nil,                               // 65: capgate.v1.InvokeRequest.TraceContextEntry
+	nil,                               // 66: capgate.v1.Document.FieldsEntry
+	nil,                               // 67: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
-	18, // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
-	17, // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
-	9,  // 2: capgate.v1.DescribeResponse.resources:type_name -> capgate.v1.Resource
-	10, // 3: capgate.v1.DescribeResponse.resource_templates:type_name -> capgate.v1.ResourceTemplate
-	20, // 4: capgate.v1.ReadResourceRequest.principal:type_name -> capgate.v1.Principal
-	52, // 5: capgate.v1.ReadResourceRequest.variables:type_name -> capgate.v1.ReadResourceRequest.VariablesEntry
-	53, // 6: capgate.v1.ReadResourceRequest.trace_context:type_name -> capgate.v1.ReadResourceRequest.TraceContextEntry
-	13, // 7: capgate.v1.ReadResourceResponse.contents:type_name -> capgate.v1.ResourceContents
-	27, // 8: capgate.v1.ReadResourceResponse.error:type_name -> capgate.v1.ToolError
-	15, // 9: capgate.v1.Content.image:type_name -> capgate.v1.MediaContent
-	15, // 10: capgate.v1.Content.audio:type_name -> capgate.v1.MediaContent
-	16, // 11: capgate.v1.Content.resource_link:type_name -> capgate.v1.ResourceLink
-	13, // 12: capgate.v1.Content.resource:type_name -> capgate.v1.ResourceContents
-	0,  // 13: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
-	2,  // 14: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
-	19, // 15: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
-	1,  // 16: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
-	20, // 17: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	25, // 18: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	54, // 19: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
-	22, // 20: capgate.v1.InvokeRequest.notices:type_name -> capgate.v1.Notices
-	3,  // 21: capgate.v1.Notices.log_level:type_name -> capgate.v1.LogLevel
-	3,  // 22: capgate.v1.LogMessage.level:type_name -> capgate.v1.LogLevel
-	27, // 23: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	51, // 24: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	14, // 25: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
-	4,  // 26: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	21, // 27: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	33, // 28: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	26, // 29: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	35, // 30: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	23, // 31: capgate.v1.CallsResponse.progress:type_name -> capgate.v1.Progress
-	24, // 32: capgate.v1.CallsResponse.log:type_name -> capgate.v1.LogMessage
-	40, // 33: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	55, // 34: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	27, // 35: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	17, // 36: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	56, // 37: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
-	27, // 38: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	51, // 39: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	5,  // 40: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	7,  // 41: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	32, // 42: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	36, // 43: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	38, // 44: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	41, // 45: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	11, // 46: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
-	28, // 47: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	30, // 48: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	43, // 49: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	38, // 50: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	41, // 51: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	45, // 52: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	47, // 53: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	49, // 54: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	6,  // 55: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	8,  // 56: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	34, // 57: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	37, // 58: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	39, // 59: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	42, // 60: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	12, // 61: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
-	29, // 62: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	31, // 63: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	44, // 64: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	39, // 65: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	42, // 66: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	46, // 67: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	48, // 68: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	50, // 69: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	55, // [55:70] is the sub-list for method output_type
-	40, // [40:55] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	25, // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
+	24, // 1: capgate.v1.DescribeResponse.entities:type_name -> capgate.v1.EntityType
+	17, // 2: capgate.v1.DescribeResponse.prompts:type_name -> capgate.v1.Prompt
+	9,  // 3: capgate.v1.DescribeResponse.resources:type_name -> capgate.v1.Resource
+	10, // 4: capgate.v1.DescribeResponse.resource_templates:type_name -> capgate.v1.ResourceTemplate
+	27, // 5: capgate.v1.ReadResourceRequest.principal:type_name -> capgate.v1.Principal
+	59, // 6: capgate.v1.ReadResourceRequest.variables:type_name -> capgate.v1.ReadResourceRequest.VariablesEntry
+	60, // 7: capgate.v1.ReadResourceRequest.trace_context:type_name -> capgate.v1.ReadResourceRequest.TraceContextEntry
+	13, // 8: capgate.v1.ReadResourceResponse.contents:type_name -> capgate.v1.ResourceContents
+	34, // 9: capgate.v1.ReadResourceResponse.error:type_name -> capgate.v1.ToolError
+	15, // 10: capgate.v1.Content.image:type_name -> capgate.v1.MediaContent
+	15, // 11: capgate.v1.Content.audio:type_name -> capgate.v1.MediaContent
+	16, // 12: capgate.v1.Content.resource_link:type_name -> capgate.v1.ResourceLink
+	13, // 13: capgate.v1.Content.resource:type_name -> capgate.v1.ResourceContents
+	18, // 14: capgate.v1.Prompt.arguments:type_name -> capgate.v1.PromptArgument
+	27, // 15: capgate.v1.GetPromptRequest.principal:type_name -> capgate.v1.Principal
+	61, // 16: capgate.v1.GetPromptRequest.arguments:type_name -> capgate.v1.GetPromptRequest.ArgumentsEntry
+	62, // 17: capgate.v1.GetPromptRequest.trace_context:type_name -> capgate.v1.GetPromptRequest.TraceContextEntry
+	21, // 18: capgate.v1.GetPromptResponse.messages:type_name -> capgate.v1.PromptMessage
+	34, // 19: capgate.v1.GetPromptResponse.error:type_name -> capgate.v1.ToolError
+	14, // 20: capgate.v1.PromptMessage.content:type_name -> capgate.v1.Content
+	27, // 21: capgate.v1.CompleteRequest.principal:type_name -> capgate.v1.Principal
+	63, // 22: capgate.v1.CompleteRequest.context:type_name -> capgate.v1.CompleteRequest.ContextEntry
+	64, // 23: capgate.v1.CompleteRequest.trace_context:type_name -> capgate.v1.CompleteRequest.TraceContextEntry
+	34, // 24: capgate.v1.CompleteResponse.error:type_name -> capgate.v1.ToolError
+	0,  // 25: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
+	2,  // 26: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
+	26, // 27: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
+	1,  // 28: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
+	27, // 29: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
+	32, // 30: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	65, // 31: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
+	29, // 32: capgate.v1.InvokeRequest.notices:type_name -> capgate.v1.Notices
+	3,  // 33: capgate.v1.Notices.log_level:type_name -> capgate.v1.LogLevel
+	3,  // 34: capgate.v1.LogMessage.level:type_name -> capgate.v1.LogLevel
+	34, // 35: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	58, // 36: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	14, // 37: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
+	4,  // 38: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	28, // 39: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	40, // 40: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	33, // 41: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	42, // 42: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	30, // 43: capgate.v1.CallsResponse.progress:type_name -> capgate.v1.Progress
+	31, // 44: capgate.v1.CallsResponse.log:type_name -> capgate.v1.LogMessage
+	47, // 45: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	66, // 46: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	34, // 47: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	24, // 48: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	67, // 49: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	34, // 50: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	58, // 51: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	5,  // 52: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	7,  // 53: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	39, // 54: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	43, // 55: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	45, // 56: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	48, // 57: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	11, // 58: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
+	19, // 59: capgate.v1.PluginService.GetPrompt:input_type -> capgate.v1.GetPromptRequest
+	22, // 60: capgate.v1.PluginService.Complete:input_type -> capgate.v1.CompleteRequest
+	35, // 61: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	37, // 62: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	50, // 63: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	45, // 64: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	48, // 65: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	52, // 66: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	54, // 67: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	56, // 68: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	6,  // 69: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	8,  // 70: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	41, // 71: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	44, // 72: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	46, // 73: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	49, // 74: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	12, // 75: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
+	20, // 76: capgate.v1.PluginService.GetPrompt:output_type -> capgate.v1.GetPromptResponse
+	23, // 77: capgate.v1.PluginService.Complete:output_type -> capgate.v1.CompleteResponse
+	36, // 78: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	38, // 79: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	51, // 80: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	46, // 81: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	49, // 82: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	53, // 83: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	55, // 84: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	57, // 85: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	69, // [69:86] is the sub-list for method output_type
+	52, // [52:69] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -4138,12 +4818,16 @@ func file_capgate_v1_plugin_proto_init() {
 		(*Content_Resource)(nil),
 	}
 	file_capgate_v1_plugin_proto_msgTypes[11].OneofWrappers = []any{}
-	file_capgate_v1_plugin_proto_msgTypes[13].OneofWrappers = []any{}
-	file_capgate_v1_plugin_proto_msgTypes[27].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[17].OneofWrappers = []any{
+		(*CompleteRequest_Prompt)(nil),
+		(*CompleteRequest_ResourceTemplate)(nil),
+	}
+	file_capgate_v1_plugin_proto_msgTypes[20].OneofWrappers = []any{}
+	file_capgate_v1_plugin_proto_msgTypes[34].OneofWrappers = []any{
 		(*CallsRequest_Invoke)(nil),
 		(*CallsRequest_Cancel)(nil),
 	}
-	file_capgate_v1_plugin_proto_msgTypes[29].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[36].OneofWrappers = []any{
 		(*CallsResponse_Invoke)(nil),
 		(*CallsResponse_Failure)(nil),
 		(*CallsResponse_Progress)(nil),
@@ -4155,7 +4839,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   52,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

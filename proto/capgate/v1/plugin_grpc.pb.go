@@ -34,6 +34,8 @@ const (
 	PluginService_Documents_FullMethodName    = "/capgate.v1.PluginService/Documents"
 	PluginService_Record_FullMethodName       = "/capgate.v1.PluginService/Record"
 	PluginService_ReadResource_FullMethodName = "/capgate.v1.PluginService/ReadResource"
+	PluginService_GetPrompt_FullMethodName    = "/capgate.v1.PluginService/GetPrompt"
+	PluginService_Complete_FullMethodName     = "/capgate.v1.PluginService/Complete"
 )
 
 // PluginServiceClient is the client API for PluginService service.
@@ -74,6 +76,18 @@ type PluginServiceClient interface {
 	// checked the caller against its pack and permission; the plugin answers
 	// the contents, or CODE_NOT_FOUND for a templated URI that names nothing.
 	ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error)
+	// GetPrompt renders one of the plugin's prompts (DescribeResponse.prompts)
+	// for the caller the gate admitted: the host has checked the caller
+	// against the prompt's pack and permission and the arguments against its
+	// declared arguments (every required one present, no other, each a
+	// bounded string). An error the caller can act on (a bad argument value,
+	// a missing record) is GetPromptResponse.error.
+	GetPrompt(ctx context.Context, in *GetPromptRequest, opts ...grpc.CallOption) (*GetPromptResponse, error)
+	// Complete suggests values for one argument of one of the plugin's
+	// prompts, or one variable of one of its resource templates, for the
+	// caller the gate admitted to the prompt or template. Suggestions come
+	// only from what that caller may read.
+	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
 }
 
 type pluginServiceClient struct {
@@ -157,6 +171,26 @@ func (c *pluginServiceClient) ReadResource(ctx context.Context, in *ReadResource
 	return out, nil
 }
 
+func (c *pluginServiceClient) GetPrompt(ctx context.Context, in *GetPromptRequest, opts ...grpc.CallOption) (*GetPromptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPromptResponse)
+	err := c.cc.Invoke(ctx, PluginService_GetPrompt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginServiceClient) Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteResponse)
+	err := c.cc.Invoke(ctx, PluginService_Complete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PluginServiceServer is the server API for PluginService service.
 // All implementations must embed UnimplementedPluginServiceServer
 // for forward compatibility.
@@ -195,6 +229,18 @@ type PluginServiceServer interface {
 	// checked the caller against its pack and permission; the plugin answers
 	// the contents, or CODE_NOT_FOUND for a templated URI that names nothing.
 	ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error)
+	// GetPrompt renders one of the plugin's prompts (DescribeResponse.prompts)
+	// for the caller the gate admitted: the host has checked the caller
+	// against the prompt's pack and permission and the arguments against its
+	// declared arguments (every required one present, no other, each a
+	// bounded string). An error the caller can act on (a bad argument value,
+	// a missing record) is GetPromptResponse.error.
+	GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error)
+	// Complete suggests values for one argument of one of the plugin's
+	// prompts, or one variable of one of its resource templates, for the
+	// caller the gate admitted to the prompt or template. Suggestions come
+	// only from what that caller may read.
+	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
 	mustEmbedUnimplementedPluginServiceServer()
 }
 
@@ -225,6 +271,12 @@ func (UnimplementedPluginServiceServer) Record(context.Context, *RecordRequest) 
 }
 func (UnimplementedPluginServiceServer) ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadResource not implemented")
+}
+func (UnimplementedPluginServiceServer) GetPrompt(context.Context, *GetPromptRequest) (*GetPromptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPrompt not implemented")
+}
+func (UnimplementedPluginServiceServer) Complete(context.Context, *CompleteRequest) (*CompleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Complete not implemented")
 }
 func (UnimplementedPluginServiceServer) mustEmbedUnimplementedPluginServiceServer() {}
 func (UnimplementedPluginServiceServer) testEmbeddedByValue()                       {}
@@ -362,6 +414,42 @@ func _PluginService_ReadResource_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PluginService_GetPrompt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPromptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServiceServer).GetPrompt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PluginService_GetPrompt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServiceServer).GetPrompt(ctx, req.(*GetPromptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PluginService_Complete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServiceServer).Complete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PluginService_Complete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServiceServer).Complete(ctx, req.(*CompleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PluginService_ServiceDesc is the grpc.ServiceDesc for PluginService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -392,6 +480,14 @@ var PluginService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadResource",
 			Handler:    _PluginService_ReadResource_Handler,
+		},
+		{
+			MethodName: "GetPrompt",
+			Handler:    _PluginService_GetPrompt_Handler,
+		},
+		{
+			MethodName: "Complete",
+			Handler:    _PluginService_Complete_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
