@@ -98,11 +98,13 @@ var (
 // to pass, and why. Everything else the suite runs must pass.
 var conformanceExpectedFailures = []expectedFailure{
 	// Fixture only: the suite's own test tools, prompts and resources.
-	{scenario: "tools-call-with-progress", reason: fixtureTool, because: unknownFixtureTool},
+	{scenario: "tools-call-with-progress", reason: "the fixture reports progress, but the adapter does not yet carry a call's " +
+		"notifications/progress to the client on the POST's SSE stream", because: regexp.MustCompile(`No progress notifications received`)},
 	{scenario: "tools-call-sampling", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "tools-call-elicitation", reason: fixtureTool, because: unknownFixtureTool},
-	{scenario: "tools-call-with-logging", reason: fixtureTool + "; it first sets a log level, and capgate offers no logging",
-		because: regexp.MustCompile(`unknown tool "test_|method not found: logging/setLevel`)},
+	{scenario: "tools-call-with-logging", reason: "the fixture logs, but capgate offers no logging to clients yet: " +
+		"the scenario first sets a log level, which capgate answers as an unknown method",
+		because: regexp.MustCompile(`method not found: logging/setLevel`)},
 	{scenario: "elicitation-sep1034-defaults", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "elicitation-sep1330-enums", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "prompts-get-simple", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
