@@ -342,7 +342,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}
 	if cfg.Tasks.Enabled {
 		sopts.Tasks = &mcp.TaskOptions{Store: taskStore, TTL: cfg.Tasks.TTL, RunTimeout: cfg.Tasks.RunTimeout,
-			PollInterval: cfg.Tasks.PollInterval, MaxPerPrincipal: cfg.Tasks.MaxPerPrincipal}
+			PollInterval: cfg.Tasks.PollInterval, MaxPerPrincipal: cfg.Tasks.MaxPerPrincipal, Approvals: appr}
 	}
 	if oauth != nil {
 		sopts.OAuth = oauth

@@ -65,8 +65,11 @@
 //     (dispatch.WithAdmit) the task is stored and the CreateTaskResult
 //     (resultType "task", the task's fields at the top level) answers at
 //     once. An answer the gate gives before that (a refusal, a tool error
-//     for bad arguments, a held call's pending result, a question for the
-//     user) is the answer, as without the extension;
+//     for bad arguments, a question for the user) is the answer, as
+//     without the extension;
+//   - a call held for a human becomes a task following its approval
+//     request when Options.Tasks.Approvals is set (HeldOutcome says how
+//     the request's end ends it);
 //   - the run's answer ends the task: a result (isError included)
 //     completes it, a JSON-RPC error (an internal failure, which a task
 //     reports as -32603 with its reference, or a refusal at the ownership

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/approvals"
 	"github.com/capgate/capgate/host/internal/tasks"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
@@ -40,6 +41,69 @@ type TaskOptions struct {
 	TTL, RunTimeout, PollInterval time.Duration
 	// MaxPerPrincipal bounds a principal's unfinished tasks.
 	MaxPerPrincipal int
+	// Approvals, when set, makes a call held for a human a task that
+	// follows its approval request (HeldOutcome); nil answers a held call
+	// with its pending result, as without the extension.
+	Approvals ApprovalReader
+}
+
+// ApprovalReader reads approval requests: *approvals.Store.
+type ApprovalReader interface {
+	Get(ctx context.Context, id string) (approvals.Approval, error)
+}
+
+// HeldOutcome is the end of a held call's task as its approval request
+// says it: ok is false while no end is known (pending, approved, running).
+// The approved call's result completes the task as a tools/call result
+// would (a tool error with isError); a rejection, an expiry or a refusal
+// when it ran fails it with the gate's -32003, an internal failure with
+// -32603.
+func HeldOutcome(a approvals.Approval) (o tasks.Outcome, ok bool) {
+	refused := func(reason string) tasks.Outcome {
+		b, _ := json.Marshal(map[string]any{"code": codeForbidden, "message": "forbidden: " + reason,
+			"data": map[string]any{"step": string(dispatch.StepRisk), "reason": reason, "capability": a.Capability}})
+		return tasks.Outcome{Status: tasks.Failed, Payload: b, Message: clipString(reason, tasks.MaxMessage)}
+	}
+	switch a.Status {
+	case approvals.Rejected:
+		reason := "a human rejected the call"
+		if a.Reason != "" {
+			reason += ": " + a.Reason
+		}
+		return refused(strings.ToValidUTF8(reason, "")), true
+	case approvals.Expired:
+		return refused("no human decided on the call in time"), true
+	case approvals.Done:
+	default:
+		return tasks.Outcome{}, false
+	}
+	text := func(msg string, isError bool) []byte {
+		b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": msg}}, "isError": isError})
+		return b
+	}
+	switch a.Outcome.Kind {
+	case approvals.OutcomeResult:
+		res := json.RawMessage(a.Outcome.Result)
+		if !json.Valid(res) {
+			break
+		}
+		b, err := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": string(res)}},
+			"structuredContent": res, "isError": false})
+		if err != nil || len(b) > tasks.MaxOutcome {
+			break
+		}
+		return tasks.Outcome{Status: tasks.Completed, Payload: b}, true
+	case approvals.OutcomeToolError:
+		return tasks.Outcome{Status: tasks.Completed, Payload: text(a.Outcome.Message, true)}, true
+	case approvals.OutcomeRefused:
+		return refused(a.Outcome.Message), true
+	}
+	msg := a.Outcome.Message
+	if msg == "" {
+		msg = "internal error while running " + a.Capability
+	}
+	b, _ := json.Marshal(map[string]any{"code": codeInternalError, "message": msg})
+	return tasks.Outcome{Status: tasks.Failed, Payload: b, Message: clipString(msg, tasks.MaxMessage)}, true
 }
 
 // LostTaskError is the error a task ends with when the replica running it
@@ -265,8 +329,12 @@ func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (
 		admitted <- t
 		return nil
 	}
+	var held dispatch.HeldReport
 	c2 := *c
 	c2.ctx = dispatch.WithAdmit(runCtx, admit)
+	if tr.opts.Approvals != nil {
+		c2.ctx = dispatch.WithHeldReport(c2.ctx, &held)
+	}
 	c2.inTask = true
 	ps2 := copyParams(ps)
 	id2 := append([]byte(nil), id...)
@@ -285,6 +353,13 @@ func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (
 		}()
 		if task == nil {
 			stop()
+			if held.Held && held.ApprovalID != "" {
+				// Held for a human: a task that follows the request.
+				if t, ok := c2.heldTask(e, owner, digest, held.ApprovalID); ok {
+					admitted <- t
+					return
+				}
+			}
 			done <- a
 			return
 		}
@@ -298,6 +373,56 @@ func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (
 		return a.status, append(out, a.body...)
 	}
 }
+
+// heldTask stores the task of a call held for a human, which follows its
+// approval request; false when none could be made (the principal's bound,
+// a store down), and the caller then gets the pending result.
+func (c *call) heldTask(e *registry.Entry, owner tasks.Owner, digest [32]byte, approvalID string) (tasks.Task, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 10*time.Second)
+	defer cancel()
+	tr := c.h.tasks
+	t, err := tr.opts.Store.Create(ctx, tasks.New{Owner: owner, Capability: e.Name, ArgsSHA256: digest, TTL: tr.opts.TTL,
+		ApprovalID: approvalID, Message: "waiting for a human to approve the call (approval request " + approvalID + ")"}, tr.opts.MaxPerPrincipal)
+	if err != nil {
+		if !errors.Is(err, tasks.ErrTooMany) {
+			c.h.log.LogAttrs(ctx, slog.LevelError, "mcp: storing a held call's task", slog.String("capability", e.Name), slog.String("error", err.Error()))
+		}
+		return tasks.Task{}, false
+	}
+	return t, true
+}
+
+// followApproval ends a held call's task once its approval request has
+// ended, and returns the task as it then stands: read when asked, by any
+// replica, so no replica needs to hear of the decision.
+func (c *call) followApproval(t tasks.Task) (tasks.Task, error) {
+	tr := c.h.tasks
+	if t.ApprovalID == "" || t.Status.Terminal() || tr.opts.Approvals == nil {
+		return t, nil
+	}
+	a, err := tr.opts.Approvals.Get(c.ctx, t.ApprovalID)
+	if err != nil {
+		return t, fmt.Errorf("read the approval request of task %s: %w", t.ID, err)
+	}
+	o, ended := HeldOutcome(a)
+	if !ended {
+		if a.Status == approvals.Approved || a.Status == approvals.Running {
+			if t.Message != approvedMessage {
+				if _, err := tr.opts.Store.Progress(c.ctx, t.ID, tasks.Working, approvedMessage); err != nil {
+					return t, err
+				}
+				t.Message = approvedMessage
+			}
+		}
+		return t, nil
+	}
+	if _, err := tr.opts.Store.Finish(c.ctx, t.ID, o); err != nil {
+		return t, err
+	}
+	return tr.opts.Store.Get(c.ctx, t.Owner, t.ID)
+}
+
+const approvedMessage = "approved by a human; the call runs"
 
 // finishTask stores what the call answered as the task's end: a result
 // (a tool error included) completes it, a JSON-RPC error fails it. A task
@@ -420,8 +545,8 @@ func (c *call) tasksMethod(meth method, id []byte, ps *params, out []byte) (int,
 	)
 	if meth == mTasksCancel {
 		t, err = tr.opts.Store.Cancel(c.ctx, owner, taskID, "cancelled by the client")
-	} else {
-		t, err = tr.opts.Store.Get(c.ctx, owner, taskID)
+	} else if t, err = tr.opts.Store.Get(c.ctx, owner, taskID); err == nil {
+		t, err = c.followApproval(t)
 	}
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/approvals"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/host/internal/tasks"
 	"github.com/capgate/capgate/internal/dispatch"
@@ -568,6 +569,128 @@ func TestTaskOutcome(t *testing.T) {
 		o := taskOutcome("jobs.x", []byte(c.body))
 		if o.Status != c.status || !strings.Contains(string(o.Payload), c.has) || strings.Contains(string(o.Payload), "resultType") {
 			t.Errorf("%s: %+v %s", c.body, o, o.Payload)
+		}
+	}
+}
+
+// approvalHolder holds calls in a real approvals store, as the host's desk does.
+type approvalHolder struct{ store *approvals.Store }
+
+func (h approvalHolder) Hold(ctx context.Context, held dispatch.Held) (dispatch.Holding, error) {
+	ap, err := h.store.Create(ctx, approvals.Request{TokenLabel: held.Principal.Token, Role: held.Principal.Role,
+		Scope: string(held.Principal.Scope), UserID: held.Principal.UserID, Capability: held.Capability, Args: held.Args,
+		Risk: held.Risk, TTL: time.Hour})
+	if err != nil {
+		return dispatch.Holding{}, err
+	}
+	return dispatch.Holding{ApprovalID: ap.ID, Result: json.RawMessage(`{"status":"pending_approval","approval_id":"` + ap.ID + `"}`)}, nil
+}
+
+// TestHeldCallTask: a call held for a human becomes a task that follows
+// its approval request, read by whichever replica is asked.
+func TestHeldCallTask(t *testing.T) {
+	appr, err := approvals.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), approvals.FileName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { appr.Close() })
+	j := newJobs()
+	d := jobsGate(t, j)
+	if err := d.SetPolicy(dispatch.Policy{Packs: map[string]bool{"jobs": true}, Roles: map[string][]string{"worker": {"jobs.run"}},
+		Risk: dispatch.RiskPolicy{Capabilities: map[string]registry.Risk{"jobs.long": registry.RiskDangerous, "jobs.greet": registry.RiskDangerous}}}); err != nil {
+		t.Fatal(err)
+	}
+	d.UseApprover(approvalHolder{appr})
+	opts := taskOptions(sqliteTasks(t))
+	opts.Approvals = appr
+	f := &fixture{t: t, logs: &mcptest.LogBuffer{}}
+	f.h = New(d, Options{Version: "test", Logger: slogTo(f.logs), Tasks: opts})
+	tf := &taskFixture{fixture: f, jobs: j, store: opts.Store}
+
+	// Without the extension, or for a tool without task support, the
+	// pending result, as ever.
+	for _, c := range []struct {
+		declare bool
+		name    string
+	}{{false, "jobs.long"}, {true, "jobs.greet"}} {
+		rep := tf.call(aliceTasks, c.declare, c.name, nil)
+		if c.name == "jobs.long" {
+			if code := rep.errorCode(t); code != codeMissingCapability {
+				t.Fatalf("required, undeclared, held: %s", rep.raw)
+			}
+			continue
+		}
+		if res := rep.result(t); res["taskId"] != nil || !strings.Contains(toolText(t, res), "pending_approval") {
+			t.Fatalf("%s: %s", c.name, rep.raw)
+		}
+	}
+	decide := func(approve bool) string {
+		created := tf.call(aliceTasks, true, "jobs.long", nil).result(t)
+		id, _ := created["taskId"].(string)
+		if created["resultType"] != "task" || created["status"] != "working" || !strings.Contains(created["statusMessage"].(string), "approval request ap_") {
+			t.Fatalf("held call's task: %v", created)
+		}
+		stored, err := opts.Store.Get(context.Background(), tasks.Owner{TokenLabel: "tokens-0", UserID: "alice"}, id)
+		if err != nil || stored.ApprovalID == "" {
+			t.Fatalf("stored: %+v %v", stored, err)
+		}
+		if st := tf.task(aliceTasks, "tasks/get", id).result(t)["status"]; st != "working" {
+			t.Fatalf("pending: %v", st)
+		}
+		if _, err := appr.Decide(context.Background(), stored.ApprovalID, approvals.Decision{Approve: approve, By: "tokens-5", ByUser: "carol", Reason: "looked at it"}); err != nil {
+			t.Fatal(err)
+		}
+		if !approve {
+			return id
+		}
+		if got := tf.task(aliceTasks, "tasks/get", id).result(t); got["status"] != "working" || got["statusMessage"] != approvedMessage {
+			t.Fatalf("approved, not run: %v", got)
+		}
+		// The host's runner runs it and keeps the outcome.
+		if _, ok, err := appr.Start(context.Background(), stored.ApprovalID); err != nil || !ok {
+			t.Fatalf("start: %v %v", ok, err)
+		}
+		if _, err := appr.Finish(context.Background(), stored.ApprovalID, approvals.Outcome{Kind: approvals.OutcomeResult, Result: []byte(`{"hello":"alice"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	id := decide(true)
+	got := tf.task(aliceTasks, "tasks/get", id).result(t)
+	if got["status"] != "completed" || toolText(t, got["result"].(map[string]any)) != `{"hello":"alice"}` {
+		t.Fatalf("approved and run: %v", got)
+	}
+	// Another principal still sees nothing.
+	if code := tf.task(bobTasks, "tasks/get", id).errorCode(t); code != codeInvalidParams {
+		t.Fatalf("bob: %d", code)
+	}
+	id = decide(false)
+	got = tf.task(aliceTasks, "tasks/get", id).result(t)
+	e, _ := got["error"].(map[string]any)
+	if got["status"] != "failed" || e == nil || e["code"] != float64(codeForbidden) || !strings.Contains(e["message"].(string), "looked at it") {
+		t.Fatalf("rejected: %v", got)
+	}
+}
+
+func TestHeldOutcome(t *testing.T) {
+	for _, c := range []struct {
+		a      approvals.Approval
+		ok     bool
+		status tasks.Status
+		has    string
+	}{
+		{approvals.Approval{Status: approvals.Pending}, false, "", ""},
+		{approvals.Approval{Status: approvals.Approved}, false, "", ""},
+		{approvals.Approval{Status: approvals.Running}, false, "", ""},
+		{approvals.Approval{Status: approvals.Expired, Capability: "x.y"}, true, tasks.Failed, "in time"},
+		{approvals.Approval{Status: approvals.Done, Outcome: approvals.Outcome{Kind: approvals.OutcomeToolError, Message: "taken"}}, true, tasks.Completed, `"isError":true`},
+		{approvals.Approval{Status: approvals.Done, Outcome: approvals.Outcome{Kind: approvals.OutcomeRefused, Message: "refused at step ownership"}}, true, tasks.Failed, "-32003"},
+		{approvals.Approval{Status: approvals.Done, Outcome: approvals.Outcome{Kind: approvals.OutcomeFailed, Message: "internal error (reference r1)"}}, true, tasks.Failed, "-32603"},
+		{approvals.Approval{Status: approvals.Done, Outcome: approvals.Outcome{Kind: approvals.OutcomeResult, Result: []byte(`not json`)}}, true, tasks.Failed, "-32603"},
+	} {
+		o, ok := HeldOutcome(c.a)
+		if ok != c.ok || o.Status != c.status || !strings.Contains(string(o.Payload), c.has) {
+			t.Errorf("%+v: %+v %s %v", c.a.Status, o, o.Payload, ok)
 		}
 	}
 }

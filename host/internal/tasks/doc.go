@@ -10,9 +10,9 @@
 //     (dispatch.Invoke) exactly as a plain call does. Only when every step
 //     has admitted it, just before the providing plugin is asked, is the
 //     task created here (status working); then the CreateTaskResult goes
-//     back and the call runs on in the background. A refused call, bad
-//     arguments or a call held for an approver are answered as they would
-//     be without the extension, and no task exists for them.
+//     back and the call runs on in the background. A refused call or bad
+//     arguments are answered as they would be without the extension, and
+//     no task exists for them; a held call is the next point's.
 //   - A call for a required one from a request without the extension is
 //     refused with the extension's missing-capability error, after the
 //     gate's own argument-free steps (a token that may not call it learns
@@ -30,9 +30,22 @@
 //     (the next tasks/get says so) and stops its run: at once on the
 //     replica that runs it, and within a poll interval elsewhere, as the
 //     running replica reads the status while the call runs.
+//   - A call the gate holds for a human approver (risk review_required or
+//     dangerous, host/internal/approvals) is a task too when the host reads
+//     approvals for it: instead of the pending result, the client gets a
+//     task, working, whose status message names the approval request, and
+//     which follows the request (ApprovalID). Whichever replica answers
+//     tasks/get reads the request and ends the task once it has ended: the
+//     approved call's result (or tool error) completes it, a rejection, an
+//     expiry or a refusal when it ran fails it with the gate's refusal, an
+//     internal failure with its reference. Cancelling such a task does not
+//     withdraw the request: an approver may still approve it, and the
+//     call's outcome is then kept with the request (approvals.get), not
+//     with the cancelled task.
 //   - A task is kept for its TTL from creation, then swept; a task still
 //     unfinished long after any run could have ended (its replica went
-//     away) is swept to failed.
+//     away) is swept to failed. A held call's task is not: it waits for a
+//     human, and its request says how it ended.
 //
 // Tasks never wait on client input in this version: nothing moves a task
 // to input_required, so tasks/update is acknowledged and its responses are

@@ -82,6 +82,9 @@ type New struct {
 	ArgsSHA256 [32]byte
 	// Message is the initial status message; empty for none.
 	Message string
+	// ApprovalID names the approval request of a call held for a human;
+	// empty for a call that runs at once.
+	ApprovalID string
 	// TTL is how long the task is kept from its creation.
 	TTL time.Duration
 }
@@ -101,7 +104,7 @@ func checkMessage(m string) error {
 }
 
 func (n New) validate() error {
-	for _, f := range []struct{ name, v string }{{"token label", n.Owner.TokenLabel}, {"user id", n.Owner.UserID}, {"capability", n.Capability}} {
+	for _, f := range []struct{ name, v string }{{"token label", n.Owner.TokenLabel}, {"user id", n.Owner.UserID}, {"capability", n.Capability}, {"approval id", n.ApprovalID}} {
 		if err := checkField(f.name, f.v); err != nil {
 			return err
 		}
@@ -123,6 +126,8 @@ type Task struct {
 	ArgsSHA256 [32]byte
 	Status     Status
 	Message    string
+	// ApprovalID names the approval request the task follows, if any.
+	ApprovalID string
 	// Outcome is the call's result (Completed) or the error that ended it
 	// (Failed), as the adapter that ran it encoded them; nil otherwise.
 	Outcome                         []byte
@@ -236,7 +241,7 @@ func (s *Store) Create(ctx context.Context, n New, maxActive int) (Task, error) 
 	}
 	now := s.clock()
 	t := Task{
-		ID: newID(), Owner: n.Owner, Capability: n.Capability, ArgsSHA256: n.ArgsSHA256, Status: Working,
+		ID: newID(), Owner: n.Owner, Capability: n.Capability, ArgsSHA256: n.ArgsSHA256, Status: Working, ApprovalID: n.ApprovalID,
 		Message: n.Message, CreatedAt: fromMS(now), UpdatedAt: fromMS(now), ExpiresAt: fromMS(now + n.TTL.Milliseconds()),
 	}
 	bound := int64(maxActive)
@@ -253,12 +258,12 @@ func (s *Store) Create(ctx context.Context, n New, maxActive int) (Task, error) 
 		return p
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO tasks
-		(id, token_label, user_id, capability, args_sha256, status, status_message, created_ms, updated_ms, expires_ms)
+		(id, token_label, user_id, capability, args_sha256, status, status_message, created_ms, updated_ms, expires_ms, approval_id)
 		SELECT `+cast("$1", "text")+`, `+cast("$2", "text")+`, `+cast("$3", "text")+`, `+cast("$4", "text")+`, `+cast("$5", "bytea")+`,
-			'working', `+cast("$6", "text")+`, `+cast("$7", "bigint")+`, `+cast("$7", "bigint")+`, `+cast("$8", "bigint")+`
+			'working', `+cast("$6", "text")+`, `+cast("$7", "bigint")+`, `+cast("$7", "bigint")+`, `+cast("$8", "bigint")+`, `+cast("$10", "text")+`
 		WHERE (SELECT count(*) FROM tasks WHERE token_label = `+cast("$2", "text")+` AND user_id = `+cast("$3", "text")+`
 			AND `+unfinished+` AND expires_ms > `+cast("$7", "bigint")+`) < `+cast("$9", "bigint"),
-		t.ID, t.Owner.TokenLabel, t.Owner.UserID, t.Capability, t.ArgsSHA256[:], t.Message, now, now+n.TTL.Milliseconds(), bound)
+		t.ID, t.Owner.TokenLabel, t.Owner.UserID, t.Capability, t.ArgsSHA256[:], t.Message, now, now+n.TTL.Milliseconds(), bound, t.ApprovalID)
 	if err != nil {
 		return Task{}, fmt.Errorf("create task for %s: %w", t.Capability, err)
 	}
@@ -270,7 +275,7 @@ func (s *Store) Create(ctx context.Context, n New, maxActive int) (Task, error) 
 	return t, nil
 }
 
-const columns = `id, token_label, user_id, capability, args_sha256, status, status_message, outcome, created_ms, updated_ms, expires_ms`
+const columns = `id, token_label, user_id, capability, args_sha256, status, status_message, outcome, created_ms, updated_ms, expires_ms, approval_id`
 
 type scanner interface{ Scan(...any) error }
 
@@ -282,7 +287,7 @@ func scan(row scanner) (Task, error) {
 		created, updated, expires int64
 	)
 	if err := row.Scan(&t.ID, &t.Owner.TokenLabel, &t.Owner.UserID, &t.Capability, &digest, &status, &t.Message, &t.Outcome,
-		&created, &updated, &expires); err != nil {
+		&created, &updated, &expires, &t.ApprovalID); err != nil {
 		return Task{}, err
 	}
 	if len(digest) != len(t.ArgsSHA256) {
@@ -416,9 +421,10 @@ func (s *Store) Cancel(ctx context.Context, o Owner, id string, msg string) (Tas
 }
 
 // Sweep deletes the tasks past their TTL, and ends as failed, with
-// lostOutcome, every unfinished task created before lostBefore: its run
-// cannot still be under way (the host bounds each run), so the replica
-// that ran it went away first. It returns how many it deleted and ended.
+// lostOutcome, every unfinished task created before lostBefore that runs
+// no held call: its run cannot still be under way (the host bounds each
+// run), so the replica that ran it went away first. A held call's task
+// waits for a human, and its approval request says how it ended. It returns how many it deleted and ended.
 func (s *Store) Sweep(ctx context.Context, lostBefore time.Time, lostOutcome []byte) (deleted, lost int64, err error) {
 	if err := (Outcome{Status: Failed, Payload: lostOutcome}).validate(); err != nil {
 		return 0, 0, fmt.Errorf("sweep tasks: %w", err)
@@ -432,7 +438,7 @@ func (s *Store) Sweep(ctx context.Context, lostBefore time.Time, lostOutcome []b
 		return 0, 0, fmt.Errorf("sweep tasks: %w", err)
 	}
 	res, err = s.db.ExecContext(ctx, `UPDATE tasks SET status = 'failed', outcome = $1, status_message = $2, updated_ms = $3
-		WHERE `+unfinished+` AND created_ms < $4`, lostOutcome, "the run was lost with the server that ran it", now, lostBefore.UnixMilli())
+		WHERE `+unfinished+` AND approval_id = '' AND created_ms < $4`, lostOutcome, "the run was lost with the server that ran it", now, lostBefore.UnixMilli())
 	if err != nil {
 		return deleted, 0, fmt.Errorf("sweep tasks: %w", err)
 	}

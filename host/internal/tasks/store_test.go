@@ -260,6 +260,7 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 			func(n *tasks.New) { n.TTL = time.Millisecond },
 			func(n *tasks.New) { n.TTL = tasks.MaxTTL + time.Second },
 			func(n *tasks.New) { n.Message = strings.Repeat("m", tasks.MaxMessage+1) },
+			func(n *tasks.New) { n.ApprovalID = strings.Repeat("a", tasks.MaxField+1) },
 		}
 		for i, f := range bad {
 			n := newTask()
@@ -305,6 +306,11 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		s.Finish(ctx, done.ID, tasks.Outcome{Status: tasks.Completed, Payload: []byte(`{}`)})
 		c.advance(10 * time.Minute)
 		young, _ := s.Create(ctx, newTask(), 0)
+		heldTask := newTask()
+		heldTask.ApprovalID = "ap_1"
+		c.advance(-10 * time.Minute)
+		held, _ := s.Create(ctx, heldTask, 0)
+		c.advance(10 * time.Minute)
 		deleted, ended, err := s.Sweep(ctx, c.now().Add(-5*time.Minute), []byte(`{"code":-32603,"message":"lost"}`))
 		if err != nil || deleted != 1 || ended != 1 {
 			t.Fatalf("sweep: %d %d %v", deleted, ended, err)
@@ -320,6 +326,10 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		}
 		if got, _ := s.Get(ctx, alice, young.ID); got.Status != tasks.Working {
 			t.Fatalf("young task: %+v", got)
+		}
+		// A held call's task waits for its human, not for a run.
+		if got, _ := s.Get(ctx, alice, held.ID); got.Status != tasks.Working || got.ApprovalID != "ap_1" {
+			t.Fatalf("held task: %+v", got)
 		}
 	})
 
