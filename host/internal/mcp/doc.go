@@ -3,7 +3,9 @@
 //
 // It serves the Streamable HTTP transport statelessly — no session is ever
 // issued or required — for protocol versions 2026-07-28, 2025-11-25,
-// 2025-06-18 and 2025-03-26, answering every request with application/json.
+// 2025-06-18 and 2025-03-26. Every request is answered with
+// application/json, except a tools/call whose client asked to hear the
+// call while it runs and whose call has something to say (see below).
 // A request's version is its MCP-Protocol-Version header (absent means
 // 2025-03-26). The 2026-07-28 revision has no initialize handshake: each
 // request carries its version and client capabilities in params._meta, the
@@ -82,6 +84,21 @@
 //     (-32602), exactly like one that does not exist. tasks/update and
 //     tasks/cancel answer an empty result; tasks/list and tasks/result do
 //     not exist.
+//
+// Progress and logging: a tools/call whose _meta carries a progressToken
+// gets the call's progress, and its log messages from a level up: the
+// level in _meta "io.modelcontextprotocol/logLevel", or, up to 2025-11-25,
+// info when it names none (logging/setLevel is answered {} but, stateless,
+// binds no later request); 2026-07-28 sends no log message to a request
+// that names no level. The provider's notices reach the adapter through
+// dispatch.WithNotices, only for a call the gate admitted; the first one
+// turns the answer into text/event-stream: notifications/progress
+// (increasing) and notifications/message events, then the JSON-RPC
+// response as the last event. Each event is flushed; a client that leaves
+// cancels the call; a stream is bounded in events and bytes, and what a
+// slow client cannot take is dropped. Events carry no id: without a
+// session there is nothing to resume. Nothing streams inside a batch or a
+// task, nor from a nested call.
 //
 // The request path avoids reflection: a validating scanner finds the
 // envelope's fields as sub-slices of a pooled body buffer, tool definitions

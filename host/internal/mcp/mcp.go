@@ -136,7 +136,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 	}
 	h.serverInfo = appendString([]byte(`{"name":"`+ServerName+`","version":`), opts.Version)
 	h.serverInfo = append(h.serverInfo, '}')
-	h.capabilities = []byte(`{"tools":{"listChanged":false},"resources":{"subscribe":false,"listChanged":false}}`)
+	h.capabilities = []byte(`{"logging":{},"tools":{"listChanged":false},"resources":{"subscribe":false,"listChanged":false}}`)
 	h.discoverCapabilities = h.capabilities
 	if h.tasks = newTaskRunner(opts.Tasks, h.log); h.tasks != nil {
 		h.discoverCapabilities = append(h.capabilities[:len(h.capabilities)-1:len(h.capabilities)-1], `,"extensions":{"`+ExtTasks+`":{}}}`...)
@@ -226,8 +226,13 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, p dispatch.Princ
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	c := call{h: h, ctx: ctx, cancel: cancel, r: r, p: p, auth: r.Header.Get("Authorization")}
+	c := call{h: h, ctx: ctx, cancel: cancel, r: r, w: w, p: p, auth: r.Header.Get("Authorization"), sseOK: sseOK}
 	status, *out = c.handleBody(body, (*out)[:0])
+	if c.stream != nil && c.stream.started {
+		// The call streamed its notices: its response is the last event.
+		c.stream.event(*out)
+		return
+	}
 	writeResponse(w, status, *out)
 }
 
@@ -299,7 +304,13 @@ type call struct {
 	h   *Handler
 	ctx context.Context
 	r   *http.Request
+	w   http.ResponseWriter
 	p   dispatch.Principal
+	// sseOK says the client accepts text/event-stream answers.
+	sseOK bool
+	// stream is the event stream of a tools/call that may tell its client
+	// of its progress; nil for every other request.
+	stream *noticeStream
 	// cancel ends ctx, the whole HTTP request's: what a client's
 	// notifications/cancelled calls for a request sent alone.
 	cancel context.CancelFunc

@@ -133,6 +133,7 @@ const (
 	mTasksGet
 	mTasksUpdate
 	mTasksCancel
+	mLoggingSetLevel
 )
 
 // lookupMethod maps the raw method token to a method without allocating.
@@ -177,6 +178,8 @@ func methodByName(s string) method {
 		return mTasksUpdate
 	case "tasks/cancel":
 		return mTasksCancel
+	case "logging/setLevel":
+		return mLoggingSetLevel
 	}
 	return mUnknown
 }
@@ -185,6 +188,7 @@ func methodByName(s string) method {
 // over the params object collects them all.
 type params struct {
 	name, uri, cursor, protocolVersion []byte // raw values
+	level                              []byte // logging/setLevel
 	arguments                          []byte
 	meta                               []byte
 	requestID                          []byte // notifications/cancelled
@@ -213,6 +217,8 @@ func parseParams(raw []byte, p *params) bool {
 			p.cursor = mb.val
 		case mb.is("protocolVersion"):
 			p.protocolVersion = mb.val
+		case mb.is("level"):
+			p.level = mb.val
 		case mb.is("_meta"):
 			p.meta = mb.val
 		case mb.is("requestId"):
@@ -236,6 +242,9 @@ type requestMeta struct {
 	protocolVersion []byte
 	capabilities    []byte
 	idempotencyKey  []byte
+	// progressToken asks for the call's progress; logLevel for its log
+	// messages from that level up.
+	progressToken, logLevel []byte
 	// traceparent and tracestate are the caller's W3C trace context, which
 	// the request's span continues.
 	traceparent, tracestate []byte
@@ -245,6 +254,7 @@ type requestMeta struct {
 const (
 	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
 )
 
 func parseMeta(raw []byte, rm *requestMeta) bool {
@@ -261,6 +271,10 @@ func parseMeta(raw []byte, rm *requestMeta) bool {
 			rm.capabilities = mb.val
 		case mb.is(dispatch.MetaIdempotencyKey):
 			rm.idempotencyKey = mb.val
+		case mb.is("progressToken"):
+			rm.progressToken = mb.val
+		case mb.is(metaLogLevel):
+			rm.logLevel = mb.val
 		case mb.is("traceparent"):
 			rm.traceparent = mb.val
 		case mb.is("tracestate"):

@@ -194,6 +194,11 @@ func (c *call) answer(m *message, out []byte) (int, []byte) {
 		if c.ver.modern() && c.h.tasks != nil {
 			return c.tasksMethod(meth, m.id, &ps, out)
 		}
+	case mLoggingSetLevel:
+		// 2026-07-28 removed it: a request's _meta carries its level.
+		if !c.ver.modern() {
+			return c.setLevel(m.id, &ps, out)
+		}
 	case mPing:
 		// 2026-07-28 removed ping along with the handshake.
 		if !c.ver.modern() {
@@ -410,7 +415,17 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 	// result stays the structured value.
 	var rep dispatch.ContentReport
 	c.ctx = dispatch.WithContentReport(c.ctx, &rep)
-	res, err := c.invoke(name, ps.arguments)
+	wants, msg := c.noticesWanted(&rm)
+	if msg != "" {
+		return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
+	}
+	var res json.RawMessage
+	var err error
+	if wants.Any() {
+		res, err = c.invokeStreaming(name, ps.arguments, wants, rm.progressToken)
+	} else {
+		res, err = c.invoke(name, ps.arguments)
+	}
 	if err != nil {
 		return c.callFailed(id, name, err, out)
 	}

@@ -56,6 +56,11 @@ type Platform struct {
 	// SlowStarted, when non-nil, receives once per platform.slow call as it
 	// starts waiting.
 	SlowStarted chan struct{}
+	// ChattyEnded, when non-nil, receives how each platform.chatty call
+	// that holds ended: nil when released by ChattyRelease, else its
+	// context's error.
+	ChattyEnded   chan error
+	ChattyRelease chan struct{}
 }
 
 type booking struct {
@@ -73,6 +78,7 @@ type Option func(*setup)
 type setup struct {
 	records  bool
 	rich     bool
+	chatty   bool
 	packsOff []string
 }
 
@@ -134,6 +140,9 @@ func New(opts ...Option) *Platform {
 	if set.rich {
 		addRich(reg)
 	}
+	if set.chatty {
+		addChatty(reg)
+	}
 	p := &Platform{
 		Registry: reg,
 		bookings: map[string]*booking{
@@ -186,6 +195,9 @@ func (p *Platform) Invoke(ctx context.Context, r dispatch.Request) (json.RawMess
 	capability, args := r.Capability, r.Args
 	if res, ok := invokeRich(ctx, r); ok {
 		return res, nil
+	}
+	if res, err, ok := p.invokeChatty(ctx, r); ok {
+		return res, err
 	}
 	switch capability {
 	case Search:
