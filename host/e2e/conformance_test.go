@@ -93,7 +93,7 @@ var (
 	}
 	tasksNoTaskMsg = regexp.MustCompile(`got "complete"|did not create a task|no taskId in tools/call response|` +
 		`CreateTaskResult MUST carry|no task was created|fixture from Check 2 unavailable|unknown tool "confirm_delete"`)
-	tasksAskingMsg = regexp.MustCompile(`unknown tool "(confirm_delete|multi_input|test_tool_with_task)"`)
+	tasksAskingMsg   = regexp.MustCompile(`unknown tool "(confirm_delete|multi_input|test_tool_with_task)"`)
 	noDiagnosticTool = regexp.MustCompile(`does not list the diagnostic tool 'test_`)
 	noSessionID      = regexp.MustCompile(`did not provide session ID`)
 )
