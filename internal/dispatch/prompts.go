@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -288,9 +289,9 @@ func (d *Dispatcher) endRecord(rec *promptRecord, p Principal, err error) error 
 	case err == nil:
 	case rec.refusal != nil:
 		dec.Refusal = rec.refusal
-	case errors.Is(err, ErrUnknownPrompt):
+	case errors.Is(err, ErrUnknownPrompt), errors.Is(err, ErrUnknownResourceTemplate):
 		dec.Plugin = ""
-		dec.Refusal = &Refusal{Step: StepUnknown, Capability: dec.Capability, Reason: "no plugin provides this prompt"}
+		dec.Refusal = &Refusal{Step: StepUnknown, Capability: dec.Capability, Reason: "no plugin provides this"}
 	case errors.As(err, &te):
 		dec.Err = te
 	default:
@@ -299,4 +300,70 @@ func (d *Dispatcher) endRecord(rec *promptRecord, p Principal, err error) error 
 	}
 	d.auditor.Record(dec)
 	return err
+}
+
+// ErrUnknownResourceTemplate is returned for completing a variable of a
+// resource template no plugin declares and, alike, of one the caller may
+// not read.
+var ErrUnknownResourceTemplate = errors.New("unknown resource template")
+
+// CompleteResourceTemplate is the gate for completing a variable of a
+// plugin's resource template: the caller must pass the steps of a read of
+// the template (else ErrUnknownResourceTemplate), the variable must be the
+// template's and the value and context bounded (else a *ToolError), and
+// the rate limit admit the call (else a *Refusal). The providing plugin
+// then suggests values; one without a completer for the variable has
+// none. With an auditor the call leaves a Decision named
+// "completion/complete:<template>".
+func (d *Dispatcher) CompleteResourceTemplate(ctx context.Context, p Principal, uriTemplate, variable, value string, given map[string]string) (res Completion, err error) {
+	rec := d.startRecord(ctx, "completion/complete", uriTemplate, map[string]string{"argument": variable, "value": value})
+	defer func() { err = d.endRecord(rec, p, err) }()
+	t, ok := d.reg.ResourceTemplate(uriTemplate)
+	if !ok {
+		return Completion{}, fmt.Errorf("%w %q", ErrUnknownResourceTemplate, cut(uriTemplate))
+	}
+	rec.plugin = t.Plugin
+	pol := d.policy.Load()
+	c := t.Capability()
+	if r := check(pol, p, &c); r != nil {
+		rec.refusal = r
+		return Completion{}, fmt.Errorf("%w %q", ErrUnknownResourceTemplate, cut(uriTemplate))
+	}
+	vars := t.Variables()
+	bounded := registry.PromptArgument{Name: variable}
+	if !slices.Contains(vars, variable) {
+		return Completion{}, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("resource template %s has no variable %q", cut(uriTemplate), cut(variable))}
+	}
+	if err := bounded.CheckValue(value); err != nil {
+		return Completion{}, &ToolError{Code: InvalidInput, Message: err.Error()}
+	}
+	for k, v := range given {
+		ca := registry.PromptArgument{Name: k}
+		if !slices.Contains(vars, k) {
+			return Completion{}, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("resource template %s has no variable %q (in the completion context)", cut(uriTemplate), cut(k))}
+		}
+		if err := ca.CheckValue(v); err != nil {
+			return Completion{}, &ToolError{Code: InvalidInput, Message: err.Error() + " (in the completion context)"}
+		}
+	}
+	if r, err := d.limit(ctx, pol, p, c.Name); r != nil || err != nil {
+		if err != nil {
+			return Completion{}, err
+		}
+		rec.refusal = r
+		return Completion{}, r
+	}
+	pp, ok := d.providers[t.Plugin].(PromptProvider)
+	if !ok {
+		return Completion{}, fmt.Errorf("resource template %q: plugin %q has no completion provider", t.URITemplate, t.Plugin)
+	}
+	if given == nil {
+		given = map[string]string{}
+	}
+	res, err = pp.Complete(ctx, CompleteRequest{Principal: p, ResourceTemplate: t.URITemplate, Argument: variable, Value: value,
+		Context: given, CallID: rec.id, Origin: rec.origin})
+	if err != nil {
+		return Completion{}, err
+	}
+	return boundCompletion(res), nil
 }

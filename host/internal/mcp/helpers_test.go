@@ -93,7 +93,7 @@ func (m rpc) headers(ver string) http.Header {
 	if ver == Version20260728 {
 		h.Set("Mcp-Method", m.method)
 		switch m.method {
-		case "tools/call":
+		case "tools/call", "prompts/get":
 			if n, ok := m.params["name"].(string); ok {
 				h.Set("Mcp-Name", n)
 			}

@@ -136,7 +136,17 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 	}
 	h.serverInfo = appendString([]byte(`{"name":"`+ServerName+`","version":`), opts.Version)
 	h.serverInfo = append(h.serverInfo, '}')
-	h.capabilities = []byte(`{"logging":{},"tools":{"listChanged":false},"resources":{"subscribe":false,"listChanged":false}}`)
+	h.capabilities = []byte(`{"logging":{},"tools":{"listChanged":false},"resources":{"subscribe":false,"listChanged":false}`)
+	// Prompts and completion are declared only when there is something to
+	// ask for: a client then offers no menu this server would leave empty.
+	// Completion serves prompt arguments and resource template variables.
+	if len(h.reg.Prompts()) > 0 {
+		h.capabilities = append(h.capabilities, `,"prompts":{"listChanged":false}`...)
+	}
+	if len(h.reg.Prompts()) > 0 || len(h.reg.ResourceTemplates()) > 0 || (h.records.get != nil && len(h.records.templates) > 0) {
+		h.capabilities = append(h.capabilities, `,"completions":{}`...)
+	}
+	h.capabilities = append(h.capabilities, '}')
 	h.discoverCapabilities = h.capabilities
 	if h.tasks = newTaskRunner(opts.Tasks, h.log); h.tasks != nil {
 		h.discoverCapabilities = append(h.capabilities[:len(h.capabilities)-1:len(h.capabilities)-1], `,"extensions":{"`+ExtTasks+`":{}}}`...)

@@ -134,6 +134,9 @@ const (
 	mTasksUpdate
 	mTasksCancel
 	mLoggingSetLevel
+	mPromptsList
+	mPromptsGet
+	mCompletionComplete
 )
 
 // lookupMethod maps the raw method token to a method without allocating.
@@ -180,6 +183,12 @@ func methodByName(s string) method {
 		return mTasksCancel
 	case "logging/setLevel":
 		return mLoggingSetLevel
+	case "prompts/list":
+		return mPromptsList
+	case "prompts/get":
+		return mPromptsGet
+	case "completion/complete":
+		return mCompletionComplete
 	}
 	return mUnknown
 }
@@ -196,6 +205,8 @@ type params struct {
 	// requestState and inputResponses answer an input_required result
 	// (2026-07-28).
 	requestState, inputResponses []byte
+	// ref, argument and context are completion/complete's.
+	ref, argument, context []byte
 }
 
 // parseParams reads the params object; false when params is not an object.
@@ -229,6 +240,12 @@ func parseParams(raw []byte, p *params) bool {
 			p.requestState = mb.val
 		case mb.is("inputResponses"):
 			p.inputResponses = mb.val
+		case mb.is("ref"):
+			p.ref = mb.val
+		case mb.is("argument"):
+			p.argument = mb.val
+		case mb.is("context"):
+			p.context = mb.val
 		}
 	}
 	return !it.bad

@@ -168,7 +168,7 @@ func TestMethodsAcrossVersions(t *testing.T) {
 		},
 		{
 			name: "unknown method",
-			msg:  rpc{method: "prompts/list", id: 8},
+			msg:  rpc{method: "widgets/list", id: 8},
 			want: func(ver string) want {
 				if modern(ver) {
 					return want{status: 404, code: codeMethodNotFound}

@@ -31,6 +31,9 @@ var methodNames = [...]string{
 	mUnknown: "unknown", mInitialize: "initialize", mPing: "ping", mDiscover: "server/discover",
 	mToolsList: "tools/list", mToolsCall: "tools/call", mResourcesList: "resources/list",
 	mResourceTemplatesList: "resources/templates/list", mResourcesRead: "resources/read",
+	mTasksGet: "tasks/get", mTasksUpdate: "tasks/update", mTasksCancel: "tasks/cancel",
+	mLoggingSetLevel: "logging/setLevel",
+	mPromptsList: "prompts/list", mPromptsGet: "prompts/get", mCompletionComplete: "completion/complete",
 }
 
 // observe reports the request m, answered in resp since start.

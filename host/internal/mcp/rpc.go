@@ -169,7 +169,7 @@ func (c *call) answer(m *message, out []byte) (int, []byte) {
 		}
 	}
 	switch meth {
-	case mToolsCall, mResourcesList, mResourcesRead:
+	case mToolsCall, mResourcesList, mResourcesRead, mPromptsGet, mCompletionComplete:
 		// These reach plugins and may run long: the client may cancel them.
 		g := c.cancellable(m.id)
 		defer g.end()
@@ -185,6 +185,12 @@ func (c *call) answer(m *message, out []byte) (int, []byte) {
 		return c.resourceTemplatesList(m.id, &ps, out)
 	case mResourcesRead:
 		return c.resourcesRead(m.id, &ps, out)
+	case mPromptsList:
+		return c.promptsList(m.id, &ps, out)
+	case mPromptsGet:
+		return c.promptsGet(m.id, &ps, out)
+	case mCompletionComplete:
+		return c.complete(m.id, &ps, out)
 	case mDiscover:
 		if c.ver.modern() {
 			return c.discover(m.id, out)
@@ -237,7 +243,7 @@ func (c *call) checkModern(m *message, meth method, ps *params, out []byte) (int
 	if !stringIs(m.method, hm) {
 		return mismatch("Mcp-Method " + strconv.Quote(hm) + " does not match the body's method")
 	}
-	if meth == mToolsCall || meth == mResourcesRead || meth == mTasksGet || meth == mTasksUpdate || meth == mTasksCancel {
+	if meth == mToolsCall || meth == mPromptsGet || meth == mResourcesRead || meth == mTasksGet || meth == mTasksUpdate || meth == mTasksCancel {
 		field, want := "params.name", ps.name
 		switch meth {
 		case mResourcesRead:
@@ -283,6 +289,8 @@ func methodByID(m method) string {
 		return "tools/call"
 	case mResourcesRead:
 		return "resources/read"
+	case mPromptsGet:
+		return "prompts/get"
 	}
 	return "this method"
 }

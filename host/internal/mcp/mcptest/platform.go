@@ -79,6 +79,7 @@ type setup struct {
 	records  bool
 	rich     bool
 	chatty   bool
+	prompts  bool
 	packsOff []string
 }
 
@@ -142,6 +143,9 @@ func New(opts ...Option) *Platform {
 	}
 	if set.chatty {
 		addChatty(reg)
+	}
+	if set.prompts {
+		addPrompts(reg)
 	}
 	p := &Platform{
 		Registry: reg,
