@@ -102,13 +102,8 @@ var (
 // to pass, and why. Everything else the suite runs must pass.
 var conformanceExpectedFailures = []expectedFailure{
 	// Fixture only: the suite's own test tools, prompts and resources.
-	{scenario: "tools-call-with-progress", reason: "the fixture reports progress, but the adapter does not yet carry a call's " +
-		"notifications/progress to the client on the POST's SSE stream", because: regexp.MustCompile(`No progress notifications received`)},
 	{scenario: "tools-call-sampling", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "tools-call-elicitation", reason: fixtureTool, because: unknownFixtureTool},
-	{scenario: "tools-call-with-logging", reason: "the fixture logs, but capgate offers no logging to clients yet: " +
-		"the scenario first sets a log level, which capgate answers as an unknown method",
-		because: regexp.MustCompile(`method not found: logging/setLevel`)},
 	{scenario: "elicitation-sep1034-defaults", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "elicitation-sep1330-enums", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "prompts-get-simple", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
@@ -139,8 +134,6 @@ var conformanceExpectedFailures = []expectedFailure{
 	{scenario: "prompts-list", reason: notOffered + " (prompts)", because: noSuchMethod("prompts/list")},
 	{scenario: "caching", check: "sep-2549-prompts-list-caching-hints", reason: notOffered + " (prompts)",
 		because: noSuchMethod("prompts/list")},
-	{scenario: "logging-set-level", reason: notOffered + " (logging, deprecated by 2026-07-28)",
-		because: noSuchMethod("logging/setLevel")},
 	{scenario: "completion-complete", reason: notOffered + " (completions: capgate has no prompts, and the {id} " +
 		"of its record templates, capgate://entity/{id}, is not completed: resources/list pages through the ids)",
 		because: noSuchMethod("completion/complete")},
