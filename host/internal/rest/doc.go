@@ -10,8 +10,11 @@
 //     Dispatcher.Visible, which is also what MCP's tools/list shows.
 //   - POST /api/v1/capabilities/{name} calls one. The body is the
 //     arguments (an absent body is the empty object); a 200 answer's body
-//     is the capability's result, exactly the structuredContent an MCP
-//     tools/call answers.
+//     is the capability's structured result, what an MCP tools/call
+//     answers as structuredContent. Content blocks (text, images, links)
+//     a call answers beside it are MCP's rendering for people and models
+//     and are not sent; a capability that answers blocks alone answers
+//     null.
 //   - GET /api/v1/openapi.json is an OpenAPI 3.1 document of the same
 //     capabilities, generated from the registry for this token, so a
 //     client can generate its calls or tools from it.
