@@ -296,3 +296,38 @@ func TestAddResourcePanics(t *testing.T) {
 		}()
 	}
 }
+
+type Item struct {
+	ID string `json:"id"`
+}
+
+// A structured result may be any JSON value, alone or beside blocks.
+func TestResultOfAnyType(t *testing.T) {
+	p := sdk.New("any", "1.0.0")
+	sdk.Add(p, sdk.Tool[NoIn, []Item]{Name: "any.list", Kind: sdk.Read,
+		Handler: func(context.Context, sdk.Call, NoIn) ([]Item, error) { return nil, nil }})
+	sdk.Add(p, sdk.Tool[NoIn, sdk.Rich[string]]{Name: "any.text", Kind: sdk.Read,
+		Handler: func(context.Context, sdk.Call, NoIn) (sdk.Rich[string], error) {
+			return sdk.Rich[string]{Value: "done", Content: []sdk.Content{sdk.Text("done, in words")}}, nil
+		}})
+	calls, client := wired(t, p, 4<<20)
+	desc, err := client.Describe(context.Background(), &capgatev1.DescribeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]string{}
+	for _, c := range desc.Capabilities {
+		schemas[c.Name] = string(c.OutputSchema)
+	}
+	if !strings.Contains(schemas["any.list"], `"type":"array"`) || !strings.Contains(schemas["any.text"], `"type":"string"`) {
+		t.Errorf("schemas %v", schemas)
+	}
+	// A nil slice is [] on the wire, never null.
+	if res, err := calls.Invoke(context.Background(), "c1", call("any.list")); err != nil || string(res) != `[]` {
+		t.Errorf("list = %s, %v", res, err)
+	}
+	var rep dispatch.ContentReport
+	if res, err := calls.Invoke(dispatch.WithContentReport(context.Background(), &rep), "c2", call("any.text")); err != nil || string(res) != `"done"` || len(rep.Blocks) != 1 {
+		t.Errorf("text = %s, %+v, %v", res, rep.Blocks, err)
+	}
+}

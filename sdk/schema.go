@@ -189,7 +189,10 @@ func schemaFor(t reflect.Type, input bool) ([]byte, error) {
 		return nil, err
 	}
 	s := inf.root
-	if s.Type != "object" {
+	// Arguments are a JSON object; a result may be any JSON value, which
+	// MCP 2026-07-28 carries as structuredContent (older revisions as
+	// text).
+	if input && s.Type != "object" {
 		return nil, fmt.Errorf("type must be a struct (a JSON object), its schema type is %q", s.Type)
 	}
 	arraysNotNull(s, t, map[reflect.Type]bool{})

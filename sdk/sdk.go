@@ -122,8 +122,12 @@ func Kept[T any](c Call) (T, bool) {
 // In and Out are Go types whose JSON Schemas become the capability's input
 // and output schemas: `json` tags name the properties, fields with omitempty
 // are optional, and a `jsonschema:"..."` tag describes a field to the agent.
-// Both must be structs (or pointers to structs): MCP tool arguments and
-// structured results are JSON objects. Every string, array and map of In is
+// In must be a struct (or a pointer to one): MCP tool arguments are a JSON
+// object. Out may be any type: MCP 2026-07-28 carries any JSON value as
+// the structured result, and older revisions, which take only objects
+// there, read another value as text. Out may also be Contents (content
+// blocks alone: text, images, audio, links, embedded resources) or
+// Rich[T] (blocks beside a structured T). Every string, array and map of In is
 // bounded: a `capgate:"maxLength=64"` tag (see BoundsTag) declares a
 // field's own bounds, and the defaults (DefaultMaxLength, ...) apply where
 // none is given. The host refuses arguments over a bound before the handler

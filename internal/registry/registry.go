@@ -193,11 +193,25 @@ func (e *Entry) ValidateResult(raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return fmt.Errorf("result is not valid JSON: %w", err)
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return errors.New("result must be a JSON object")
+	if m, ok := v.(map[string]any); ok {
+		return validate(e.outputFast, e.output, m)
 	}
-	return validate(e.outputFast, e.output, m)
+	// A value of another type is checked by the schema alone, which says
+	// whether it admits it.
+	return e.output.Validate(v)
+}
+
+// ObjectOutput reports whether the output schema admits only JSON objects
+// (its root type is "object"), the only output schema MCP revisions
+// before 2026-07-28 allow; false when there is none.
+func (e *Entry) ObjectOutput() bool {
+	if len(e.OutputSchema) == 0 {
+		return false
+	}
+	var root struct {
+		Type any `json:"type"`
+	}
+	return json.Unmarshal(e.OutputSchema, &root) == nil && root.Type == "object"
 }
 
 // namePattern is the capability naming rule: one or more lower-case
@@ -267,7 +281,7 @@ func (r *Registry) Add(c Capability) error {
 	if err := CheckPresentation(&c); err != nil {
 		return fmt.Errorf("capability %q: %w", c.Name, err)
 	}
-	in, inFast, err := compile(c.InputSchema)
+	in, inFast, err := compile(c.InputSchema, true)
 	if err != nil {
 		return fmt.Errorf("capability %q: input schema: %w", c.Name, err)
 	}
@@ -282,7 +296,7 @@ func (r *Registry) Add(c Capability) error {
 		outFast *fastCheck
 	)
 	if len(c.OutputSchema) > 0 {
-		if out, outFast, err = compile(c.OutputSchema); err != nil {
+		if out, outFast, err = compile(c.OutputSchema, false); err != nil {
 			return fmt.Errorf("capability %q: output schema: %w", c.Name, err)
 		}
 	}
@@ -299,7 +313,7 @@ func (r *Registry) Add(c Capability) error {
 
 // compile resolves a declared schema for the general validator and, when
 // it can, compiles its fast check too (nil when it cannot).
-func compile(raw json.RawMessage) (*jsonschema.Resolved, *fastCheck, error) {
+func compile(raw json.RawMessage, object bool) (*jsonschema.Resolved, *fastCheck, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil, errors.New("missing")
 	}
@@ -307,7 +321,9 @@ func compile(raw json.RawMessage) (*jsonschema.Resolved, *fastCheck, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, nil, fmt.Errorf("not a JSON Schema: %w", err)
 	}
-	if s.Type != "object" {
+	// Arguments are always an object; a result may be any JSON value
+	// (MCP 2026-07-28 takes any as structuredContent).
+	if object && s.Type != "object" {
 		if s.Types != nil {
 			return nil, nil, fmt.Errorf("type must be \"object\", got %q", s.Types)
 		}

@@ -131,7 +131,7 @@ func TestAddRejects(t *testing.T) {
 			c.InputSchema = json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"https://schemas.invalid/a.json"}}}`)
 		}, []string{"input schema", "cannot resolve remote schemas"}},
 		{"output schema is not JSON", func(c *registry.Capability) { c.OutputSchema = json.RawMessage(`{"type":`) }, []string{"output schema: not a JSON Schema"}},
-		{"output schema for an array", func(c *registry.Capability) { c.OutputSchema = json.RawMessage(`{"type":"array"}`) }, []string{`output schema: type must be "object", got "array"`}},
+		{"input schema for an array", func(c *registry.Capability) { c.InputSchema = json.RawMessage(`{"type":"array"}`) }, []string{`input schema: type must be "object", got "array"`}},
 		{"misspelt type in the output schema", func(c *registry.Capability) {
 			c.OutputSchema = json.RawMessage(`{"type":"object","properties":{"at":{"type":"datetime"}}}`)
 		}, []string{"output schema", `unknown type "datetime"`}},

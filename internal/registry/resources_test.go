@@ -158,3 +158,41 @@ func TestResourceLists(t *testing.T) {
 		t.Error("a URI is not a template")
 	}
 }
+
+// A result may be any JSON value its output schema admits.
+func TestOutputOfAnyType(t *testing.T) {
+	r := New([]string{"p"})
+	for name, schema := range map[string]string{
+		"p.list":   `{"type":"array","items":{"type":"integer"},"maxItems":3}`,
+		"p.text":   `{"type":"string"}`,
+		"p.object": `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`,
+	} {
+		if err := r.Add(Capability{Name: name, Kind: Read, Pack: "p", InputSchema: []byte(`{"type":"object"}`), OutputSchema: []byte(schema)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, result string
+		ok           bool
+	}{
+		{"p.list", `[1,2]`, true},
+		{"p.list", `[1,2,3,4]`, false},
+		{"p.list", `["a"]`, false},
+		{"p.list", `{"n":1}`, false},
+		{"p.text", `"hi"`, true},
+		{"p.text", `1`, false},
+		{"p.object", `{"n":1}`, true},
+		{"p.object", `[1]`, false},
+		{"p.object", `{}`, false},
+	} {
+		e, _ := r.Lookup(tc.name)
+		if err := e.ValidateResult([]byte(tc.result)); (err == nil) != tc.ok {
+			t.Errorf("%s %s: %v", tc.name, tc.result, err)
+		}
+	}
+	for name, want := range map[string]bool{"p.list": false, "p.text": false, "p.object": true} {
+		if e, _ := r.Lookup(name); e.ObjectOutput() != want {
+			t.Errorf("%s ObjectOutput = %v", name, !want)
+		}
+	}
+}

@@ -208,3 +208,28 @@ func TestPluginResourcesRead(t *testing.T) {
 		t.Error("the plugin's failure is not in the log")
 	}
 }
+
+// An output schema of another type than object is shown only where the
+// revision allows it (2026-07-28), beside the held variant's.
+func TestOutputSchemaOfAnyType(t *testing.T) {
+	f := newRecordsFixture(t, Records{}, mcptest.WithRich())
+	for _, ver := range allVersions {
+		res := f.send(mcptest.Alice, ver, rpc{method: "tools/list", id: 1}).result(t)
+		for _, tool := range res["tools"].([]any) {
+			tool := tool.(map[string]any)
+			if tool["name"] != mcptest.RichArray {
+				continue
+			}
+			schema, has := tool["outputSchema"]
+			switch {
+			case ver == Version20260728 && compact(t, schema) != `{"items":{"type":"integer"},"type":"array"}`:
+				t.Errorf("@%s: outputSchema %v", ver, schema)
+			case ver != Version20260728 && has:
+				t.Errorf("@%s: outputSchema %v, want none", ver, schema)
+			}
+		}
+	}
+	if got := string(heldSchema([]byte(`{"type":"array"}`))); !strings.HasPrefix(got, `{"anyOf":[{"type":"array"},`) {
+		t.Errorf("held array schema %s", got)
+	}
+}

@@ -38,18 +38,23 @@ type toolJSON struct {
 	plain []byte
 	// full carries outputSchema when the capability declares one, and the
 	// title, per revision: [0] for 2025-06-18, [1] with icons as well for
-	// 2025-11-25 and later.
-	full [2][]byte
+	// 2025-11-25, [2] for 2026-07-28, the only one whose outputSchema may
+	// describe a value other than an object (the others leave such a
+	// schema out, as their structuredContent leaves such a value out).
+	full [3][]byte
 	// held is full with an outputSchema that also admits the pending
 	// result, for a level at which calls wait for a human; nil when the
 	// capability declares no output schema.
-	held [2][]byte
+	held [3][]byte
 }
 
 // forVersion returns the rendering for v, held or not.
 func (t *toolJSON) forVersion(v version, held bool) []byte {
 	i := 0
-	if v >= v20251125 {
+	switch {
+	case v.modern():
+		i = 2
+	case v >= v20251125:
 		i = 1
 	}
 	if held && t.held[i] != nil {
@@ -67,10 +72,14 @@ func (t *toolJSON) forVersion(v version, held bool) []byte {
 // capability says otherwise (one that reaches the web, say).
 func renderTool(e *registry.Entry) toolJSON {
 	t := toolJSON{plain: renderShape(e, false, false, nil)}
-	for i, icons := range []bool{false, true} {
-		t.full[i] = renderShape(e, true, icons, e.OutputSchema)
-		if len(e.OutputSchema) > 0 {
-			t.held[i] = renderShape(e, true, icons, heldSchema(e.OutputSchema))
+	for i, icons := range []bool{false, true, true} {
+		out := e.OutputSchema
+		if i < 2 && !e.ObjectOutput() {
+			out = nil
+		}
+		t.full[i] = renderShape(e, true, icons, out)
+		if len(out) > 0 {
+			t.held[i] = renderShape(e, true, icons, heldSchema(out))
 		}
 	}
 	return t
@@ -160,9 +169,9 @@ func appendIcons(b []byte, icons []registry.Icon) []byte {
 }
 
 // heldSchema is an output schema that admits what out does and the
-// pending result of a held call. The root keeps type object, which MCP
-// requires of an output schema; definitions move to the root, where the
-// references in out point.
+// pending result of a held call. An object schema's root keeps type
+// object, which MCP before 2026-07-28 requires of an output schema;
+// definitions move to the root, where the references in out point.
 func heldSchema(out json.RawMessage) []byte {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(out, &m); err != nil {
@@ -170,8 +179,12 @@ func heldSchema(out json.RawMessage) []byte {
 	}
 	defs, hasDefs := m["$defs"]
 	delete(m, "$defs")
+	object := string(m["type"]) == `"object"`
 	branch, _ := json.Marshal(m)
-	b := []byte(`{"type":"object",`)
+	b := []byte(`{`)
+	if object {
+		b = append(b, `"type":"object",`...)
+	}
 	if hasDefs {
 		b = append(append(append(b, `"$defs":`...), appendCompact(nil, defs)...), ',')
 	}

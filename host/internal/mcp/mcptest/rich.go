@@ -48,7 +48,8 @@ func addRich(reg *registry.Registry) {
 		{Name: RichBlocks, Description: "Answer content blocks.", Kind: registry.Read, InputSchema: objectSchema, Pack: "docs", Plugin: "core"},
 		{Name: RichBoth, Description: "Answer a block and a value.", Kind: registry.Read, InputSchema: objectSchema,
 			OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`), Pack: "docs", Plugin: "core"},
-		{Name: RichArray, Description: "Answer a block and an array.", Kind: registry.Read, InputSchema: objectSchema, Pack: "docs", Plugin: "core"},
+		{Name: RichArray, Description: "Answer a block and an array.", Kind: registry.Read, InputSchema: objectSchema,
+			OutputSchema: json.RawMessage(`{"type":"array","items":{"type":"integer"}}`), Pack: "docs", Plugin: "core"},
 	} {
 		if err := reg.Add(c); err != nil {
 			panic(fmt.Sprintf("mcptest: %v", err))
