@@ -26,6 +26,22 @@
 //   - success returns the plugin's JSON as structuredContent (where the
 //     version has it) and as a text block for older clients.
 //
+// A call may also answer content blocks (text, images, audio, resource
+// links, embedded resources), which its provider hands over through
+// dispatch.WithContentReport; the gate's result stays the structured
+// value, which it checks against the output schema and which the audit
+// trail and idempotency replays keep (a replay, a held call and a plugin's
+// nested call carry no blocks). Each block is rendered as the revision has
+// it: text, image, audio and embedded resources (text or base64 blob) in
+// every revision served; a resource link as resource_link from 2025-06-18
+// on, and in 2025-03-26, which lacks it, as a text block naming the link's
+// title (or name), URI, media type and description. The structured value
+// goes in structuredContent where the revision takes it (an object from
+// 2025-06-18, any JSON value at 2026-07-28, never a null, which is a call
+// that answered blocks alone); where it cannot, it follows the blocks as
+// one more text block, so no revision loses it. An output schema that
+// describes something other than an object is listed only at 2026-07-28.
+//
 // A tool is rendered from its capability once per revision: the name (a
 // dotted or single lower-case name, see registry.ValidName), the title
 // beside it from 2025-06-18 (in the annotations at 2025-03-26, the only
@@ -54,8 +70,27 @@
 //     Dispatcher.Invoke; a principal the gate refuses sees an empty list,
 //     as tools/list shows only what may be called.
 //
-// Without those capabilities in the registry the lists are empty and every
-// URI is unknown.
+// Without those capabilities in the registry the catalogue lists are empty
+// and every capgate URI is unknown.
+//
+// Plugins declare resources of their own, at fixed URIs and as RFC 6570
+// level 1 templates, each with a pack and a permission; the host refuses
+// to start on a malformed URI or template, one in the capgate scheme, or
+// one declared twice. The gate decides them as it decides a read
+// capability of that pack and permission:
+//
+//   - resources/list opens its first page with the plugin resources the
+//     principal may read (Dispatcher.VisibleResources), then the
+//     catalogue's page; resources/templates/list shows the plugin
+//     templates the principal may read, then the catalogue's;
+//   - resources/read of any other scheme goes to Dispatcher.ReadResource,
+//     which matches the URI (a declared URI exactly, else a template) and
+//     reads it in the providing plugin. A URI no plugin declares, one the
+//     principal may not read and one the plugin finds nothing at are the
+//     same resource-not-found error, so a refusal tells nothing of what
+//     exists; a rate limit is the gate's refusal, a plugin's failure an
+//     internal error with a reference. The contents come back as text or
+//     base64 blob, cacheable at 2026-07-28 as a list is.
 //
 // The tasks extension (io.modelcontextprotocol/tasks) is offered at
 // 2026-07-28 when Options.Tasks is set, and named then in server/discover's
