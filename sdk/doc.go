@@ -57,6 +57,20 @@
 //		Limit int    `json:"limit,omitempty" capgate:"minimum=0,maximum=100"`
 //	}
 //
+// # Rich results and resources
+//
+// A capability whose Out is Contents answers content blocks (Text, Image,
+// Audio, ResourceLink, EmbeddedText, EmbeddedBlob) and no structured
+// value; one whose Out is Rich[T] answers blocks beside a T, checked
+// against T's schema. Out may be any type: MCP 2026-07-28 takes any JSON
+// value as a structured result. The blocks reach an MCP client only; a
+// nested Call.Invoke gets the structured value alone.
+//
+// AddResource and AddResourceTemplate declare resources the plugin serves
+// to resources/read, each gated like a read capability of its Pack and
+// Permission; a template's Read gets the URI's variables, and NotFound
+// from it is, to the caller, no resource at all.
+//
 // # Lifecycle
 //
 // The host runs every plugin through the same steps: configure (the Env:
