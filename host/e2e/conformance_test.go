@@ -70,8 +70,6 @@ func (e expectedFailure) key() string {
 const (
 	fixtureTool = "fixture not served yet: the conformance plugin declares only the fixtures the SDK can express, " +
 		"and this one needs what a plugin cannot do yet (content blocks, progress, logging or asking the client)"
-	fixturePrompt = "the conformance plugin declares the prompt, but the MCP adapter does not serve prompts yet: " +
-		"it answers prompts/get as an unknown method"
 	fixtureInputRequired = "fixture only: calls the reference server's test_input_required_result_* tools " +
 		"(SEP-2322 multi-round input); no capgate capability asks the client for input"
 	notOffered = "not offered: capgate does not declare this capability, so it answers the method with " +
@@ -106,10 +104,6 @@ var conformanceExpectedFailures = []expectedFailure{
 	{scenario: "tools-call-elicitation", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "elicitation-sep1034-defaults", reason: fixtureTool, because: unknownFixtureTool},
 	{scenario: "elicitation-sep1330-enums", reason: fixtureTool, because: unknownFixtureTool},
-	{scenario: "prompts-get-simple", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
-	{scenario: "prompts-get-with-args", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
-	{scenario: "prompts-get-embedded-resource", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
-	{scenario: "prompts-get-with-image", reason: fixturePrompt, because: noSuchMethod("prompts/get")},
 	{scenario: "input-required-result-basic-elicitation", reason: fixtureInputRequired, because: unknownInputTool},
 	{scenario: "input-required-result-basic-sampling", reason: fixtureInputRequired, because: unknownInputTool},
 	{scenario: "input-required-result-basic-list-roots", reason: fixtureInputRequired, because: unknownInputTool},
@@ -121,8 +115,9 @@ var conformanceExpectedFailures = []expectedFailure{
 	{scenario: "input-required-result-tampered-state", reason: fixtureInputRequired, because: unknownInputTool},
 	{scenario: "input-required-result-capability-check", reason: fixtureInputRequired, because: unknownInputTool},
 	{scenario: "input-required-result-ignore-extra-params", reason: fixtureInputRequired, because: unknownInputTool},
-	{scenario: "input-required-result-non-tool-request", reason: "fixture only: gets the reference server's " +
-		"prompt test_input_required_result_prompt; capgate serves no prompts", because: noSuchMethod("prompts/get")},
+	{scenario: "input-required-result-non-tool-request", reason: "fixture not served yet: the prompt " +
+		"test_input_required_result_prompt asks the client mid-render (SEP-2322), which a plugin cannot do yet",
+		because: regexp.MustCompile(`unknown prompt "test_input_required_result_prompt"`)},
 	{scenario: "server-stateless", check: "sep-2575-server-rejects-undeclared-capability",
 		reason: "fixture only: needs the reference server's diagnostic tool test_missing_capability", because: noDiagnosticTool},
 	{scenario: "server-stateless", check: "sep-2575-missing-capability-http-400",
@@ -131,12 +126,6 @@ var conformanceExpectedFailures = []expectedFailure{
 		reason: "fixture only: needs the reference server's diagnostic tool test_streaming_elicitation", because: noDiagnosticTool},
 
 	// Features capgate does not offer.
-	{scenario: "prompts-list", reason: notOffered + " (prompts)", because: noSuchMethod("prompts/list")},
-	{scenario: "caching", check: "sep-2549-prompts-list-caching-hints", reason: notOffered + " (prompts)",
-		because: noSuchMethod("prompts/list")},
-	{scenario: "completion-complete", reason: notOffered + " (completions: capgate has no prompts, and the {id} " +
-		"of its record templates, capgate://entity/{id}, is not completed: resources/list pages through the ids)",
-		because: noSuchMethod("completion/complete")},
 	{scenario: "resources-subscribe", reason: notOffered + " (resource subscriptions)", because: noSuchMethod("resources/subscribe")},
 	{scenario: "resources-unsubscribe", reason: notOffered + " (resource subscriptions)", because: noSuchMethod("resources/subscribe")},
 	{scenario: "tasks-lifecycle", reason: tasksNoTask, because: tasksNoTaskMsg},
