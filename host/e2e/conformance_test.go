@@ -68,12 +68,13 @@ func (e expectedFailure) key() string {
 
 // Reasons, and the messages that show them, shared by many entries.
 const (
-	fixtureTool = "fixture not served yet: the conformance plugin declares only the fixtures the SDK can express, " +
-		"and this one needs what a plugin cannot do yet (content blocks, progress, logging or asking the client)"
-	fixtureInputRequired = "fixture only: calls the reference server's test_input_required_result_* tools " +
-		"(SEP-2322 multi-round input); no capgate capability asks the client for input"
-	notOffered = "not offered: capgate does not declare this capability, so it answers the method with " +
-		"-32601 method not found, as JSON-RPC has it; the scenario assumes the reference server, which offers it"
+	fixtureTool = "fixture not served yet: the fixture asks the client mid-call (sampling or elicitation), " +
+		"which a plugin cannot do yet"
+	fixtureInputRequired = "fixture not served yet: the test_input_required_result_* fixtures ask the client " +
+		"for input (SEP-2322), which a plugin cannot do yet"
+	subscriptions = "by design: a subscription delivers notifications/resources/updated later, on a standing " +
+		"stream of the client's session; capgate is stateless and keeps no session to deliver them on, so it does " +
+		"not declare resources.subscribe and answers the method -32601 method not found"
 	tasksNoTask = "extension (io.modelcontextprotocol/tasks, SEP-2663), not scored by the suite: a call of " +
 		"slow_compute, the fixture whose task support is optional, from a client that declares the extension, " +
 		"answers as a plain call (resultType complete) instead of creating a task"
@@ -125,9 +126,11 @@ var conformanceExpectedFailures = []expectedFailure{
 	{scenario: "server-stateless", check: "sep-2575-http-server-no-independent-requests-on-stream",
 		reason: "fixture only: needs the reference server's diagnostic tool test_streaming_elicitation", because: noDiagnosticTool},
 
-	// Features capgate does not offer.
-	{scenario: "resources-subscribe", reason: notOffered + " (resource subscriptions)", because: noSuchMethod("resources/subscribe")},
-	{scenario: "resources-unsubscribe", reason: notOffered + " (resource subscriptions)", because: noSuchMethod("resources/subscribe")},
+	// Stateless by design: no session to deliver a subscription's updates on.
+	{scenario: "resources-subscribe", reason: subscriptions, because: noSuchMethod("resources/subscribe")},
+	{scenario: "resources-unsubscribe", reason: subscriptions, because: noSuchMethod("resources/subscribe")},
+
+	// The tasks extension, not yet complete.
 	{scenario: "tasks-lifecycle", reason: tasksNoTask, because: tasksNoTaskMsg},
 	{scenario: "tasks-capability-negotiation", reason: tasksNoTask, because: tasksNoTaskMsg},
 	{scenario: "tasks-wire-fields", reason: tasksNoTask, because: tasksNoTaskMsg},
