@@ -1,11 +1,13 @@
 // Command probe is a test plugin for the end-to-end tests: capabilities
 // that hold a call, return a result of a chosen size, or take any JSON,
 // so tests can load the host the way a slow, chatty or hostile plugin
-// would. It is not built into the product.
+// would, and one that answers content blocks, beside resources of its own
+// (one that no demo role may read). It is not built into the product.
 package main
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"strings"
 	"time"
@@ -46,6 +48,16 @@ type echoOut struct {
 	PID int `json:"pid"`
 }
 
+type planIn struct {
+	Room string `json:"room" capgate:"minLength=1,maxLength=64"`
+}
+
+// PNG is a 1x1 image, the floor plan of every room.
+var PNG, _ = base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
+
+// Terms is the text of the probe://terms resource.
+const Terms = "Leave the room as you found it."
+
 func main() {
 	p := sdk.New("probe", "1.0.0")
 	sdk.Add(p, sdk.Tool[slowIn, slowOut]{
@@ -75,6 +87,41 @@ func main() {
 		Kind: sdk.Read, Pack: Pack, Permission: Permission,
 		Handler: func(ctx context.Context, call sdk.Call, in echoIn) (echoOut, error) {
 			return echoOut{PID: os.Getpid()}, nil
+		},
+	})
+	sdk.Add(p, sdk.Tool[planIn, sdk.Contents]{
+		Name: "probe.plan", Description: "Show a room's floor plan, with a link to the house rules.",
+		Kind: sdk.Read, Pack: Pack, Permission: Permission,
+		Handler: func(ctx context.Context, call sdk.Call, in planIn) (sdk.Contents, error) {
+			return sdk.Contents{
+				sdk.Text("Floor plan of " + in.Room),
+				sdk.Image(PNG, "image/png"),
+				sdk.ResourceLink{URI: "probe://terms", Name: "terms", Title: "House rules", MIMEType: "text/plain"},
+			}, nil
+		},
+	})
+	sdk.AddResource(p, sdk.Resource{
+		URI: "probe://terms", Name: "terms", Title: "House rules", MIMEType: "text/plain",
+		Pack: Pack, Permission: Permission,
+		Read: func(context.Context, sdk.Call) (sdk.ResourceContents, error) {
+			return sdk.ResourceContents{Text: Terms}, nil
+		},
+	})
+	sdk.AddResource(p, sdk.Resource{
+		URI: "probe://secret", Name: "secret", Description: "Readable by no demo role.",
+		Pack: Pack, Permission: "probe.secret",
+		Read: func(context.Context, sdk.Call) (sdk.ResourceContents, error) {
+			return sdk.ResourceContents{Text: "secret"}, nil
+		},
+	})
+	sdk.AddResourceTemplate(p, sdk.ResourceTemplate{
+		URITemplate: "probe://rooms/{room}/plan", Name: "plan", Title: "Floor plan", MIMEType: "image/png",
+		Pack: Pack, Permission: Permission,
+		Read: func(_ context.Context, _ sdk.Call, _ string, vars map[string]string) (sdk.ResourceContents, error) {
+			if vars["room"] == "nowhere" {
+				return sdk.ResourceContents{}, sdk.NotFound("no room %q", vars["room"])
+			}
+			return sdk.ResourceContents{Blob: PNG}, nil
 		},
 	})
 	sdk.Serve(p)
