@@ -289,11 +289,11 @@ func copyParams(ps *params) params {
 }
 
 // runAsTask runs the call in the background, as tools/call would run it
-// (the runner has counted it: begin),
-// and answers with the task the gate's admission created, or, when the
-// gate answered before admitting it (a refusal, bad arguments, a held
-// call, a question for the user) or no task could be made for an optional
-// one, with that answer, as a plain call gets it.
+// (begin has counted it), and answers with the task the gate's admission
+// created; or, when the gate answered before admitting it (a refusal, bad
+// arguments, a question for the user) or no task could be made for an
+// optional one, with that answer, as a plain call gets it. A call held
+// for a human gets a task following its approval request (heldTask).
 func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (int, []byte) {
 	tr := c.h.tasks
 	owner := tasks.Owner{TokenLabel: c.p.Token, UserID: c.p.UserID}
