@@ -49,6 +49,6 @@ func Example() {
 	}
 	fmt.Print(stdout.String())
 	// Output:
-	// {"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":false},"resources":{"subscribe":false,"listChanged":false}},"serverInfo":{"name":"capgate","version":"1.0.0"}}}
+	// {"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"logging":{},"tools":{"listChanged":false},"resources":{"subscribe":false,"listChanged":false}},"serverInfo":{"name":"capgate","version":"1.0.0"}}}
 	// {"jsonrpc":"2.0","id":2,"error":{"code":-32003,"message":"forbidden: the target does not belong to this token's user","data":{"step":"ownership","reason":"the target does not belong to this token's user","capability":"booking.cancel"}}}
 }

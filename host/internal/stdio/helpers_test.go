@@ -38,6 +38,7 @@ const (
 	capFail   = "demo.fail"   // a tool error (not found)
 	capRegion = "demo.region" // returns its arguments; region mirrored into Mcp-Param-Region
 	capSecret = "demo.secret" // refused at permission for every token
+	capChatty = "demo.chatty" // reports progress 1 and 2 of 2 and logs at info before it answers
 )
 
 // platform is the provider behind the test capgate.
@@ -48,6 +49,19 @@ type platform struct {
 
 func (p *platform) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage, error) {
 	switch r.Capability {
+	case capChatty:
+		if n := dispatch.NoticesOf(ctx); n != nil {
+			for _, x := range []dispatch.Notice{
+				{Progress: &dispatch.Progress{Progress: 1, Total: 2}},
+				{Log: &dispatch.LogMessage{Level: dispatch.LogInfo, Data: json.RawMessage(`"halfway"`)}},
+				{Progress: &dispatch.Progress{Progress: 2, Total: 2}},
+			} {
+				if n.Wants().Allows(x) {
+					n.Notify(x)
+				}
+			}
+		}
+		return json.RawMessage(`{"done":true}`), nil
 	case capWait:
 		var a struct {
 			Tag string `json:"tag"`
@@ -86,6 +100,7 @@ func startCapgate(t testing.TB, edit func(*server.Options)) *capgate {
 		{Name: capRegion, Description: "Echo, in a region.", Kind: registry.Read,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"opts":{"type":"object","properties":{"limit":{"type":"integer","x-mcp-header":"Limit"}}}}}`)},
 		{Name: capSecret, Description: "Never for you.", Kind: registry.Read, InputSchema: obj, Permission: "demo.secret"},
+		{Name: capChatty, Description: "Report progress, then answer.", Kind: registry.Read, InputSchema: obj},
 	} {
 		c.Pack, c.Plugin = "demo", "demo"
 		if c.Permission == "" {
