@@ -152,4 +152,19 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		Handler: sdk.Method(svc, (*Service).Cancel),
 		Owner:   owner,
 	})
+	sdk.AddPrompt(p, sdk.Prompt[PlanVisitIn]{
+		Name:  "booking.plan_visit",
+		Title: "Plan a visit",
+		Description: "Plan the visit of one of your bookings: where the resource is, when to leave, what to prepare. " +
+			"The booking argument completes from your own active bookings.",
+		Permission: PermRead,
+		Render:     sdk.Method(svc, (*Service).PlanVisit),
+		Complete: map[string]sdk.Completer{"booking": func(ctx context.Context, call sdk.Call, partial string, given map[string]string) ([]string, error) {
+			s, err := svc.Get()
+			if err != nil {
+				return nil, err
+			}
+			return s.CompleteBooking(ctx, call, partial, given)
+		}},
+	})
 }
