@@ -101,6 +101,15 @@
 //		Owner:   sdk.Method(svc, (*Service).OrderOwner),
 //	})
 //
+// # Prompts
+//
+// AddPrompt declares a prompt: a message template a client offers its
+// user, rendered by Render with the caller's arguments (the string fields
+// of a struct, inferred as for tools) and gated as a read capability of
+// its pack and permission. Complete maps an argument to a Completer that
+// suggests values as the user types, only ones the caller may read;
+// CompleteTemplate does the same for a variable of a resource template.
+//
 // # Catalogue entities
 //
 // A plugin that owns public records (rooms, products, articles) declares

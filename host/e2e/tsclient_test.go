@@ -54,8 +54,8 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("client.mjs output is not the expected JSON: %v", err)
 	}
 
-	if len(out.Checks) != 7 {
-		t.Errorf("client.mjs reported checks %v, want its 7", out.Checks)
+	if len(out.Checks) != 10 {
+		t.Errorf("client.mjs reported checks %v, want its 10", out.Checks)
 	}
 	for name, ok := range out.Checks {
 		if !ok {

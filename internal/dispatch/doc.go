@@ -81,6 +81,13 @@
 // what came of it. An internal failure then reaches the caller as an
 // *InternalError whose reference is its record's ID.
 //
+// Prompts (GetPrompt, CompletePrompt) pass steps 1 to 6 as a read
+// capability of the prompt's pack and permission, then the rate limit;
+// VisiblePrompts lists exactly those steps 1 to 6 admit. A prompt they
+// refuse is ErrUnknownPrompt, as one that does not exist, so a token
+// cannot learn of it; the audit record keeps the real refusal. A resource
+// template's variables are completed likewise (CompleteResourceTemplate).
+//
 // The policy (packs, roles, switches, limits) can be replaced while
 // serving (Dispatcher.SetPolicy). Each call reads it once, so it is
 // decided under the old policy or the new, never a mix, and a call already

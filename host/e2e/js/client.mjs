@@ -19,7 +19,10 @@
 //  5. (as --token) the catalogue: list the resource templates, list the
 //     resources across every page (following nextCursor), read the record
 //     capgate://booking.resource/room-aurora, and call platform.search for
-//     "aurora".
+//     "aurora";
+//  6. (as --token) list the prompts, complete booking.plan_visit's booking
+//     argument (the caller's active bookings) and get the prompt for the
+//     first suggestion.
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -109,6 +112,14 @@ do {
 } while (cursor && out.resourcePages < 1000);
 out.readResource = await me.client.readResource({ uri: recordURI });
 out.search = await call(me.client, 'platform.search', { query: 'aurora' });
+out.prompts = (await me.client.listPrompts()).prompts.map((p) => p.name);
+out.completion = (await me.client.complete({
+  ref: { type: 'ref/prompt', name: 'booking.plan_visit' },
+  argument: { name: 'booking', value: 'bk_' },
+})).completion;
+const planned = out.completion.values[0];
+out.prompt = planned === undefined ? null
+  : await me.client.getPrompt({ name: 'booking.plan_visit', arguments: { booking: planned } });
 await me.client.close();
 
 const uris = out.resources.map((r) => r.uri);
@@ -125,6 +136,12 @@ out.checks = {
   readRecord: out.readResource.contents?.length === 1 && out.readResource.contents[0].uri === recordURI &&
     out.readResource.contents[0].mimeType === 'application/json' && record?.id === 'room-aurora',
   searchFoundRecord: out.search.isError === false && out.search.data?.hits?.[0]?.id === 'room-aurora',
+  listedPlanVisit: out.prompts.includes('booking.plan_visit'),
+  // The booking cancelled above is no longer suggested; the other one is.
+  completedActiveBookings: out.completion.values.length > 0 &&
+    out.completion.values.every((id) => id.startsWith('bk_') && id !== out.ownBookingId),
+  gotPlanVisit: out.prompt?.messages?.length === 2 && out.prompt.messages[1].content.type === 'text' &&
+    out.prompt.messages[1].content.text.includes(planned),
 };
 process.stdout.write(JSON.stringify(out, null, 2) + '\n');
 process.exitCode = Object.values(out.checks).every(Boolean) ? 0 : 1;

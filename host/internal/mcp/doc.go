@@ -92,6 +92,30 @@
 //     internal error with a reference. The contents come back as text or
 //     base64 blob, cacheable at 2026-07-28 as a list is.
 //
+// Plugins' prompts are served the same way, through the gate and nothing
+// else:
+//
+//   - prompts/list shows exactly Dispatcher.VisiblePrompts, in one page,
+//     with the list-caching fields at 2026-07-28 (titles from 2025-06-18);
+//   - prompts/get renders through Dispatcher.GetPrompt, each message's
+//     block as tools/call renders blocks for the revision; at 2026-07-28
+//     Mcp-Name mirrors params.name. A prompt the caller may not get is
+//     -32602 "unknown prompt", the very answer for a name no plugin
+//     provides; arguments the caller got wrong (or a record the plugin does
+//     not find) are -32602 with the reason; a rate limit is tools/call's
+//     -32003;
+//   - completion/complete answers a prompt's argument through
+//     Dispatcher.CompletePrompt (an invisible prompt is unknown, as above),
+//     a plugin resource template's variable through
+//     Dispatcher.CompleteResourceTemplate, and the id of a catalogue
+//     template from the first page of the List capability, called through
+//     Dispatcher.Invoke as the caller, so only ids it may list are
+//     suggested.
+//
+// The prompts capability is declared when a plugin declares a prompt, and
+// completions when there is a prompt or a resource template to complete:
+// a client offers no menu this server would leave empty.
+//
 // The tasks extension (io.modelcontextprotocol/tasks) is offered at
 // 2026-07-28 when Options.Tasks is set, and named then in server/discover's
 // capabilities.extensions (see package tasks for the lifecycle):

@@ -33,7 +33,7 @@ var methodNames = [...]string{
 	mResourceTemplatesList: "resources/templates/list", mResourcesRead: "resources/read",
 	mTasksGet: "tasks/get", mTasksUpdate: "tasks/update", mTasksCancel: "tasks/cancel",
 	mLoggingSetLevel: "logging/setLevel",
-	mPromptsList: "prompts/list", mPromptsGet: "prompts/get", mCompletionComplete: "completion/complete",
+	mPromptsList:     "prompts/list", mPromptsGet: "prompts/get", mCompletionComplete: "completion/complete",
 }
 
 // observe reports the request m, answered in resp since start.
