@@ -71,6 +71,21 @@
 // Permission; a template's Read gets the URI's variables, and NotFound
 // from it is, to the caller, no resource at all.
 //
+// # Progress and log messages
+//
+// A handler tells its caller how far it has come with Call.Progress and
+// sends it log messages with Call.Log, at the RFC 5424 levels (LogDebug to
+// LogEmergency). Both are cheap no-ops unless the caller asked (an MCP
+// client's progress token, its log level): Call.WantsProgress and
+// Call.WantsLog say so, to skip work done for the report alone. They never
+// fail the call and never wait for the caller: a report that does not
+// advance, and what goes over a call's bounds (MaxNoticeMessage,
+// MaxLogData, MaxNoticesPerCall, NoticeBurst, NoticeRate), is dropped and
+// counted in the plugin's log at debug. None is sent once the handler has
+// returned. A log message goes to the agent: say what the call does,
+// never a secret; the operator's log is Plugin.Logger. A nested call
+// (Call.Invoke) streams nothing to the caller.
+//
 // # Lifecycle
 //
 // The host runs every plugin through the same steps: configure (the Env:
@@ -146,4 +161,6 @@
 // over the same gRPC contract and through the host's own gate, so a
 // plugin's tests need no built binary and no host; its Host runs several
 // plugins that use each other and sets the gate's policy (roles, packs).
+// sdktest.Listen makes a call that hears the handler's progress and log
+// messages, as an MCP client that asked for them.
 package sdk
