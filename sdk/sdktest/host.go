@@ -3,6 +3,7 @@ package sdktest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -185,6 +186,8 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 	var catalog []*capgatev1.EntityType
 	var caps []registry.Capability
 	var prompts []registry.Prompt
+	var resources []registry.Resource
+	var templates []registry.ResourceTemplate
 	packs := map[string]bool{}
 	for _, c := range clients {
 		d, err := c.Describe(ctx)
@@ -198,6 +201,16 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 			}
 			caps = append(caps, rc)
 			packs[rc.Pack] = true
+		}
+		for _, r := range d.Resources {
+			rr := pluginwire.Resource(r, c.name)
+			resources = append(resources, rr)
+			packs[rr.Pack] = true
+		}
+		for _, r := range d.ResourceTemplates {
+			rt := pluginwire.ResourceTemplate(r, c.name)
+			templates = append(templates, rt)
+			packs[rt.Pack] = true
 		}
 		for _, pp := range d.Prompts {
 			rp := pluginwire.Prompt(pp, c.name)
@@ -226,6 +239,20 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 		if err := reg.AddPrompt(rp); err != nil {
 			return fmt.Errorf("plugin %s declares an invalid prompt: %w", rp.Plugin, err)
 		}
+	}
+	var errs []error
+	for _, r := range resources {
+		if err := reg.AddResource(r); err != nil {
+			errs = append(errs, fmt.Errorf("plugin %s declares an invalid %w", r.Plugin, err))
+		}
+	}
+	for _, t := range templates {
+		if err := reg.AddResourceTemplate(t); err != nil {
+			errs = append(errs, fmt.Errorf("plugin %s declares an invalid %w", t.Plugin, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for _, off := range h.DisabledPacks {
 		packs[off] = false

@@ -28,18 +28,12 @@ func registerResources(reg *registry.Registry, s Spec, d *capgatev1.DescribeResp
 		errs = append(errs, fmt.Errorf("%s: plugin %q declares an invalid %w", s.where(), s.Name, err))
 	}
 	for _, r := range d.GetResources() {
-		if err := reg.AddResource(registry.Resource{
-			URI: r.Uri, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: r.MimeType,
-			Size: r.GetSize(), HasSize: r.Size != nil, Pack: r.Pack, Permission: r.Permission, Plugin: s.Name,
-		}); err != nil {
+		if err := reg.AddResource(pluginwire.Resource(r, s.Name)); err != nil {
 			fail(err)
 		}
 	}
 	for _, t := range d.GetResourceTemplates() {
-		if err := reg.AddResourceTemplate(registry.ResourceTemplate{
-			URITemplate: t.UriTemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: t.MimeType,
-			Pack: t.Pack, Permission: t.Permission, Plugin: s.Name,
-		}); err != nil {
+		if err := reg.AddResourceTemplate(pluginwire.ResourceTemplate(t, s.Name)); err != nil {
 			fail(err)
 		}
 	}
@@ -54,24 +48,15 @@ func (p *Plugin) ReadResource(ctx context.Context, r dispatch.ResourceRequest) (
 		return nil, err
 	}
 	defer p.active.Add(-1)
-	resp, err := inst.rpc.ReadResource(ctx, &capgatev1.ReadResourceRequest{
-		Principal: &capgatev1.Principal{Role: r.Principal.Role, Scope: string(r.Principal.Scope), UserId: r.Principal.UserID},
-		Uri:       r.URI, UriTemplate: r.Template, Variables: r.Variables,
-	})
-	if err != nil {
+	out, size, err := pluginwire.ReadResource(ctx, inst.rpc, r)
+	var te *dispatch.ToolError
+	switch {
+	case errors.As(err, &te):
+		return nil, err
+	case errors.Is(err, pluginwire.ErrMalformed):
+		return nil, fmt.Errorf("plugin %q: %w", p.spec.Name, err)
+	case err != nil:
 		return nil, p.rpcError(ctx, inst, "read resource", r.URI, err)
-	}
-	if e := resp.GetError(); e != nil {
-		return nil, pluginwire.ToolError(e)
-	}
-	out := make([]dispatch.ResourceContents, 0, len(resp.Contents))
-	size := 0
-	for i, c := range resp.Contents {
-		if err := pluginwire.CheckResourceContents(c); err != nil {
-			return nil, fmt.Errorf("plugin %q: read resource %s: contents %d: %w", p.spec.Name, r.URI, i, err)
-		}
-		size += len(c.GetText()) + len(c.GetBlob())
-		out = append(out, pluginwire.ResourceContents(c))
 	}
 	if size > p.opts.MaxResultBytes {
 		p.log.Warn("resource over max_result_bytes refused", "uri", r.URI, "bytes", size, "limit", p.opts.MaxResultBytes)
