@@ -57,6 +57,18 @@
 //		Limit int    `json:"limit,omitempty" capgate:"minimum=0,maximum=100"`
 //	}
 //
+// # Names, titles, icons, hints, headers and schemas
+//
+// A capability's name is lower-case segments joined by dots
+// ("booking.cancel", the convention) or a single one ("echo_text"), at
+// most 128 characters. Tool.Title and Tool.Icons (https or data: images)
+// are for people; IdempotentHint and OpenWorldHint, when set, replace what
+// the kind implies. A `capgate:"header=Region"` tag asks clients to mirror
+// the argument into the Mcp-Param-Region header (x-mcp-header). A type
+// that contains itself becomes a $defs entry referred to with $ref; what no
+// Go type can say (if/then/else, allOf, $anchor) goes in Tool.InputSchema,
+// which must bound every place itself.
+//
 // # Rich results and resources
 //
 // A capability whose Out is Contents answers content blocks (Text, Image,
