@@ -336,6 +336,9 @@ func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (
 		c2.ctx = dispatch.WithHeldReport(c2.ctx, &held)
 	}
 	c2.inTask = true
+	// The background call never writes to the request's connection, which
+	// is answered (and gone) before it ends.
+	c2.w, c2.stream = nil, nil
 	ps2 := copyParams(ps)
 	id2 := append([]byte(nil), id...)
 	go func() {

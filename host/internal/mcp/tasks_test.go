@@ -28,6 +28,7 @@ type jobs struct {
 	started  chan string // the label of each jobs.slow call that started
 	cancels  int
 	finished int
+	sinks    int // calls that found a notices sink
 }
 
 func newJobs() *jobs { return &jobs{release: make(chan struct{}), started: make(chan string, 16)} }
@@ -41,6 +42,12 @@ func (j *jobs) Invoke(ctx context.Context, r dispatch.Request) (json.RawMessage,
 	case "jobs.greet", "jobs.long":
 		return json.RawMessage(`{"hello":"` + r.Principal.UserID + `"}`), nil
 	case "jobs.slow":
+		if n := dispatch.NoticesOf(ctx); n != nil {
+			j.mu.Lock()
+			j.sinks++
+			j.mu.Unlock()
+			n.Notify(dispatch.Notice{Progress: &dispatch.Progress{Progress: 1, Total: 2}})
+		}
 		j.started <- in.Label
 		select {
 		case <-j.release:
@@ -271,6 +278,29 @@ func TestTaskLifecycle(t *testing.T) {
 			strings.Contains(e["message"].(string), "fire") || strings.Contains(e["message"].(string), "exploded") || got["result"] != nil {
 			t.Fatalf("%s: %v", name, got)
 		}
+	}
+}
+
+// TestTaskSendsNoNotices: a task's call asked for progress and logs is
+// answered with its task as JSON, not a stream: tasks carry no notices.
+func TestTaskSendsNoNotices(t *testing.T) {
+	f := newTaskFixture(t, newJobs(), taskOptions(sqliteTasks(t)))
+	params := withTasks(map[string]any{"name": "jobs.slow", "arguments": map[string]any{"label": "quiet"}})
+	meta := params["_meta"].(map[string]any)
+	meta["progressToken"] = "p-1"
+	meta["io.modelcontextprotocol/logLevel"] = "debug"
+	rep := f.send(aliceTasks, Version20260728, rpc{method: "tools/call", id: 1, params: params})
+	if ct := rep.header.Get("Content-Type"); ct != "application/json" || rep.result(t)["resultType"] != "task" {
+		t.Fatalf("%s: %s", ct, rep.raw)
+	}
+	id := rep.result(t)["taskId"].(string)
+	<-f.jobs.started
+	f.jobs.release <- struct{}{}
+	f.until(aliceTasks, id, "completed")
+	f.jobs.mu.Lock()
+	defer f.jobs.mu.Unlock()
+	if f.jobs.sinks != 0 {
+		t.Fatal("a task's call was given a notices sink")
 	}
 }
 
