@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -44,20 +45,21 @@ var (
 	noCache         = []string{"no-cache"}
 )
 
-// noticeSink is the dispatch.Notices of one streaming tools/call: the
-// plugin's notices arrive on the host's receiving goroutine and wait in
-// a bounded queue for the request's goroutine to write them.
+// noticeSink is the dispatch.Notices of one tools/call whose client may
+// hear it. The plugin's notices arrive on the host's receiving goroutine;
+// the first one starts a writer goroutine, which writes them as events
+// while the request's goroutine waits for the call, from a bounded queue.
+// A call that says nothing costs no goroutine, no queue and no stream.
 type noticeSink struct {
-	wants dispatch.Wants
-	queue chan dispatch.Notice
+	wants  dispatch.Wants
+	stream *noticeStream
+	cancel context.CancelFunc // the call's, for a client gone mid-stream
 
 	mu      sync.Mutex
 	closed  bool
+	queue   chan dispatch.Notice // nil until the first notice
+	written chan struct{}        // closed when the writer has written the queue
 	dropped int
-}
-
-func newNoticeSink(w dispatch.Wants) *noticeSink {
-	return &noticeSink{wants: w, queue: make(chan dispatch.Notice, noticeQueue)}
 }
 
 func (s *noticeSink) Wants() dispatch.Wants { return s.wants }
@@ -69,6 +71,10 @@ func (s *noticeSink) Notify(n dispatch.Notice) {
 	if s.closed {
 		return
 	}
+	if s.queue == nil {
+		s.queue, s.written = make(chan dispatch.Notice, noticeQueue), make(chan struct{})
+		go s.write()
+	}
 	select {
 	case s.queue <- n:
 	default:
@@ -76,19 +82,37 @@ func (s *noticeSink) Notify(n dispatch.Notice) {
 	}
 }
 
-// close ends the call's notices: none is taken after its result.
-func (s *noticeSink) close() int {
+// write writes the queued notices until finish closes the queue. A client
+// gone cancels the call; what is left is then read and dropped.
+func (s *noticeSink) write() {
+	defer close(s.written)
+	for n := range s.queue {
+		if !s.stream.write(n) {
+			s.cancel()
+		}
+	}
+}
+
+// finish ends the call's notices once its result is in: none is taken
+// after it, and those queued before it are written before it. It returns
+// how many a slow client made it drop.
+func (s *noticeSink) finish() int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
+	q := s.queue
+	s.mu.Unlock()
+	if q != nil {
+		close(q)
+		<-s.written
+	}
 	return s.dropped
 }
 
 // noticeStream writes one call's notices as SSE events on the response.
 type noticeStream struct {
 	w     http.ResponseWriter
-	rc    *http.ResponseController
-	token []byte // the request's progressToken, raw JSON; nil: none
+	rc    *http.ResponseController // set as the stream starts
+	token []byte                   // the request's progressToken, raw JSON; nil: none
 
 	started  bool // the response is an event stream
 	broken   bool // a write failed: the client is gone
@@ -160,6 +184,7 @@ func (s *noticeStream) event(msg []byte) bool {
 		h[hdrContentType] = eventStreamType
 		h["Cache-Control"] = noCache
 		s.w.WriteHeader(http.StatusOK)
+		s.rc = http.NewResponseController(s.w)
 	}
 	// JSON as this adapter writes it holds no raw newline, so one data
 	// line carries the whole message.
@@ -226,47 +251,24 @@ func (c *call) noticesWanted(rm *requestMeta) (dispatch.Wants, string) {
 	return w, ""
 }
 
-// invokeStreaming runs the call on its own goroutine while this one
-// writes the call's notices to the client as they come; the response is
-// written by Serve, as the last event when any notice was. A client gone
-// mid-stream cancels the call.
+// invokeStreaming runs the call with a sink for its notices, which are
+// written to the client as they come; the response is written by Serve,
+// as the last event when any notice was.
 func (c *call) invokeStreaming(name string, args []byte, wants dispatch.Wants, token []byte) (json.RawMessage, error) {
-	sink := newNoticeSink(wants)
-	if wants.Progress {
-		token = append([]byte(nil), token...) // the body buffer is reused
-	} else {
+	if !wants.Progress {
 		token = nil
 	}
-	c.stream = &noticeStream{w: c.w, rc: http.NewResponseController(c.w), token: token}
+	// The token points into the request's body, which outlives the
+	// stream: Serve writes the last event before the body is reused.
+	c.stream = &noticeStream{w: c.w, token: token}
+	sink := &noticeSink{wants: wants, stream: c.stream, cancel: c.cancel}
 	outer := c.ctx
 	c.ctx = dispatch.WithNotices(c.ctx, sink)
-	defer func() { c.ctx = outer }()
-	type outcome struct {
-		res json.RawMessage
-		err error
+	res, err := c.invoke(name, args)
+	c.ctx = outer
+	if dropped := sink.finish(); dropped > 0 {
+		c.h.log.LogAttrs(c.ctx, slog.LevelDebug, "mcp: notices dropped for a slow client",
+			slog.String("capability", name), slog.Int("dropped", dropped))
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := c.invoke(name, args)
-		done <- outcome{res, err}
-	}()
-	for {
-		select {
-		case n := <-sink.queue:
-			if !c.stream.write(n) {
-				c.cancel()
-			}
-		case o := <-done:
-			dropped := sink.close()
-			// What came before the result goes before it.
-			for len(sink.queue) > 0 {
-				c.stream.write(<-sink.queue)
-			}
-			if dropped > 0 {
-				c.h.log.LogAttrs(c.ctx, slog.LevelDebug, "mcp: notices dropped for a slow client",
-					slog.String("capability", name), slog.Int("dropped", dropped))
-			}
-			return o.res, o.err
-		}
-	}
+	return res, err
 }
