@@ -92,6 +92,7 @@ type Call struct {
 	host    hostConn  // nil in a plugin no host serves
 	kept    *kept     // what the call's Owner kept for its Handler
 	notices *notifier // nil when the caller wants no notice
+	asks    *asking   // what the call may ask its client; nil when nothing
 }
 
 type kept struct{ v any }

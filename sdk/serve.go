@@ -250,7 +250,7 @@ func (s *server) invoke(ctx context.Context, req *capgatev1.InvokeRequest, n *no
 	defer s.recoverInto(req.Capability, &err)
 	pr := req.GetPrincipal()
 	call := Call{ID: req.CallId, Principal: Principal{Role: pr.GetRole(), Scope: Scope(pr.GetScope()), UserID: pr.GetUserId()},
-		notices: n}
+		notices: n, asks: newAsking(req)}
 	if s.host != nil {
 		call.host = s.host
 	}
@@ -260,6 +260,12 @@ func (s *server) invoke(ctx context.Context, req *capgatev1.InvokeRequest, n *no
 		return &capgatev1.InvokeResponse{Refusal: &capgatev1.Refusal{Step: string(StepOwnership),
 			Reason: dispatch.OwnershipReason}}, nil
 	case err != nil:
+		if ir, aerr := call.asks.inputRequired(err); ir != nil || aerr != nil {
+			if aerr != nil {
+				return nil, s.internal(req.Capability, req.CallId, aerr)
+			}
+			return &capgatev1.InvokeResponse{InputRequired: ir}, nil
+		}
 		if te, ok := asWireError(err); ok {
 			return &capgatev1.InvokeResponse{Error: te}, nil
 		}

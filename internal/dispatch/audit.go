@@ -75,6 +75,9 @@ type Decision struct {
 	// answered NeedsConfirmation and ran nothing. Confirmed says it ran
 	// on that user's yes.
 	Asked, Confirmed bool
+	// AskedClient says the call asked its caller's client for input
+	// (NeedsInput): nothing finished, and ApprovalID names the round.
+	AskedClient bool
 }
 
 // Auditor keeps the gate's decisions. The host's writes them to the audit
@@ -119,8 +122,13 @@ func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args
 		ID: c.id, Origin: c.origin, Time: start, Latency: time.Since(start), Principal: p,
 		Capability: name, Args: args, ApprovalID: c.approvalID, Held: c.held, Asked: c.asked, Confirmed: c.confirmed,
 	}
-	if c.confirmID != "" {
+	switch {
+	case c.inputAsked:
+		dec.ApprovalID, dec.AskedClient = c.inputID, true
+	case c.confirmID != "":
 		dec.ApprovalID = c.confirmID
+	case c.inputID != "":
+		dec.ApprovalID = c.inputID
 	}
 	if e := c.entry; e != nil {
 		dec.Plugin, dec.Sensitive = e.Plugin, e.Sensitive
@@ -145,12 +153,18 @@ func classify(dec *Decision, err error) error {
 		r  *Refusal
 		te *ToolError
 		nc *NeedsConfirmation
+		ni *NeedsInput
+		mc *MissingCapability
 	)
 	switch {
 	case errors.As(err, &r):
 		dec.Refusal = r
 	case errors.As(err, &nc):
 		// A question, not a failure: Asked says so.
+	case errors.As(err, &ni):
+		// Input asked of the client: AskedClient says so.
+	case errors.As(err, &mc):
+		dec.Err = &ToolError{Code: InvalidInput, Message: mc.Error()}
 	case errors.As(err, &te):
 		dec.Err = te
 	case errors.Is(err, ErrUnknownCapability):

@@ -121,7 +121,13 @@ func (n *NeedsConfirmation) Error() string {
 // RiskReviewRequired, with c sealing the state, when the caller can ask
 // (WithConfirmation); other such calls wait for an approver, or are
 // refused without one. Call it before serving.
-func (d *Dispatcher) UseConfirmer(c Confirmer) { d.confirmer = c }
+//
+// A Confirmer that is also an InputSealer seals the rounds of calls that
+// ask their caller's client too.
+func (d *Dispatcher) UseConfirmer(c Confirmer) {
+	d.confirmer = c
+	d.inputs, _ = c.(InputSealer)
+}
 
 // confirm is the risk step of a call at RiskReviewRequired whose caller
 // can ask its user, or answers a question: it returns the question to ask
@@ -133,8 +139,14 @@ func (d *Dispatcher) confirm(ctx context.Context, e *registry.Entry, p Principal
 	if !ok || d.confirmer == nil || risk != registry.RiskReviewRequired {
 		return false, nil
 	}
+	if c.inputConfirmed != "" {
+		// A later round of a call its user said yes to: the state that
+		// says so is sealed to exactly this call, and was used up.
+		c.confirmID, c.confirmed = c.inputConfirmed, true
+		return true, nil
+	}
 	q := Question{Principal: p, Capability: e.Name, Args: args, Sensitive: e.Sensitive, Risk: risk}
-	if cf.State != "" && cf.Answer != NoAnswer {
+	if cf.State != "" && cf.Answer != NoAnswer && c.inputID == "" {
 		id, err := d.confirmer.Answered(ctx, cf.State, q)
 		if err != nil {
 			if errors.Is(err, ErrConfirmationState) {

@@ -131,6 +131,10 @@ type Request struct {
 	// provider makes carry it, with CallID as their parent. The gate reads
 	// it from the context once, for its record and the provider alike.
 	Origin Origin
+	// Input, when set, is what the provider may ask the caller's client
+	// and the client's answers to the round before; the provider answers
+	// *InputRequired to ask. Nil when the client can be asked nothing.
+	Input *InputRound
 }
 
 // Owned is the ownership step for a provider that knows the owner of the
@@ -211,6 +215,7 @@ type Dispatcher struct {
 	approver Approver
 	// confirmer seals the questions put to a caller's user; nil asks none.
 	confirmer Confirmer
+	inputs    InputSealer
 	// observer counts every decision; nil counts none.
 	observer Observer
 }
@@ -491,6 +496,12 @@ type call struct {
 	confirmID  string          // the question asked of its user, or answered
 	asked      bool            // its user was asked to confirm it: nothing ran
 	confirmed  bool            // ran on its user's yes
+	// inputID names the round it answers or asks; inputAsked says it
+	// asked its caller's client (nothing finished); inputConfirmed is
+	// the question its user said yes to in an earlier round.
+	inputID        string
+	inputAsked     bool
+	inputConfirmed string
 }
 
 // invoke is the gate for one call.
@@ -520,18 +531,31 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	if err := e.ValidateArgs(args); err != nil {
 		return nil, &ToolError{Code: InvalidInput, Message: fmt.Sprintf("invalid arguments for %s: %s", name, shorten(err.Error()))}
 	}
-	if res, err := d.hold(ctx, pol, e, p, args, c); res != nil || err != nil {
-		return res, err
-	}
-	ctx, err := admitted(ctx)
+	round, err := d.inputRound(ctx, e, p, args, c)
 	if err != nil {
 		return nil, err
 	}
-	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: c.id, Origin: c.origin}
-	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {
-		return d.idempotent(ctx, e, req, key)
+	if res, err := d.hold(ctx, pol, e, p, args, c); res != nil || err != nil {
+		return res, err
 	}
-	return d.run(ctx, e, req)
+	ctx, err = admitted(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := Request{Principal: p, Capability: e.Name, Args: args, CallID: c.id, Origin: c.origin, Input: round}
+	var res json.RawMessage
+	if key := idempotencyKeyOf(ctx); key != "" && e.Kind == registry.Action && d.idem != nil {
+		res, err = d.idempotent(ctx, e, req, key)
+	} else {
+		res, err = d.run(ctx, e, req)
+	}
+	if err != nil {
+		var ir *InputRequired
+		if errors.As(err, &ir) {
+			return nil, d.asked(ctx, e, req, ir, c)
+		}
+	}
+	return res, err
 }
 
 // OwnershipReason is what an ownership refusal says.

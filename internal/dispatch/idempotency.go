@@ -127,6 +127,7 @@ func (d *Dispatcher) settle(ctx context.Context, t idempotency.Ticket, capabilit
 	var (
 		te      *ToolError
 		refusal *Refusal
+		ir      *InputRequired
 		serr    error
 	)
 	switch {
@@ -138,7 +139,9 @@ func (d *Dispatcher) settle(ctx context.Context, t idempotency.Ticket, capabilit
 		}
 	case errors.As(err, &te) && te.Code != Unavailable:
 		serr = d.idem.Store.Complete(ctx, t, idempotency.Outcome{Kind: idempotency.OutcomeToolError, Code: uint8(te.Code), Message: te.Message})
-	case errors.As(err, &te), errors.As(err, &refusal):
+	case errors.As(err, &te), errors.As(err, &refusal), errors.As(err, &ir):
+		// Nothing ran, or it waits for its client's answers and runs
+		// again with them under the same key.
 		serr = d.idem.Store.Release(ctx, t)
 	default:
 		return

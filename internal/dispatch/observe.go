@@ -24,8 +24,8 @@ const (
 	OutcomeInternalError Outcome = "internal_error"
 	// OutcomeHeld: held for an approver; nothing ran.
 	OutcomeHeld Outcome = "held"
-	// OutcomeAsked: its caller's user was asked to confirm it; nothing
-	// ran.
+	// OutcomeAsked: its caller's user was asked to confirm it, or its
+	// caller's client was asked for input; nothing finished.
 	OutcomeAsked Outcome = "asked"
 )
 
@@ -72,13 +72,15 @@ func observation(c *call, err error) Observation {
 		r  *Refusal
 		te *ToolError
 		nc *NeedsConfirmation
+		ni *NeedsInput
+		mc *MissingCapability
 	)
 	switch {
 	case errors.As(err, &r):
 		o.Step = r.Step
-	case errors.As(err, &nc):
+	case errors.As(err, &nc), errors.As(err, &ni):
 		o.Outcome = OutcomeAsked
-	case errors.As(err, &te):
+	case errors.As(err, &te), errors.As(err, &mc):
 		o.Outcome = OutcomeToolError
 	case errors.Is(err, ErrUnknownCapability):
 		o.Step = StepUnknown

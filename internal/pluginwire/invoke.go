@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -52,6 +53,15 @@ func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Reque
 	if r.CheckOwner {
 		req.OwnerCheck = &capgatev1.OwnerCheck{UserId: r.Principal.UserID, Only: ownerOnly}
 	}
+	if in := r.Input; in != nil && !ownerOnly {
+		req.RequestState = &capgatev1.InputContext{CanAsk: in.CanAsk, State: in.State, Round: uint32(in.Round)}
+		if len(in.Responses) > 0 {
+			req.InputResponses = make(map[string][]byte, len(in.Responses))
+			for k, v := range in.Responses {
+				req.InputResponses[k] = v
+			}
+		}
+	}
 	var notices dispatch.Notices
 	if !ownerOnly {
 		// The ownership step alone tells the caller nothing.
@@ -81,6 +91,10 @@ func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Reque
 	if e := out.GetError(); e != nil {
 		return nil, spans, ToolError(e)
 	}
+	if ir := out.GetInputRequired(); ir != nil {
+		// Whether the plugin may ask, and what, is the gate's to judge.
+		return nil, spans, InputRequired(ir)
+	}
 	if len(out.Content) > 0 {
 		blocks, size, err := Contents(out.Content)
 		if err != nil {
@@ -93,6 +107,22 @@ func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Reque
 		}
 	}
 	return out.Result, spans, nil
+}
+
+// InputRequired is a plugin's request for its caller's client's answers
+// in the gate's terms, its requests in key order.
+func InputRequired(ir *capgatev1.InputRequired) *dispatch.InputRequired {
+	out := &dispatch.InputRequired{State: ir.State, Missing: ir.MissingCapabilities}
+	keys := make([]string, 0, len(ir.Requests))
+	for k := range ir.Requests {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		r := ir.Requests[k]
+		out.Requests = append(out.Requests, dispatch.InputRequest{Key: k, Method: r.GetMethod(), Params: r.GetParams()})
+	}
+	return out
 }
 
 // ToolError is a plugin's tool error in the gate's terms.

@@ -48,6 +48,7 @@ func (h *Host) gateFor(role string) (*dispatch.Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdktest: %w", err)
 	}
+	gate.UseConfirmer(&h.rounds)
 	h.gate = gate
 	return gate, nil
 }
@@ -76,8 +77,9 @@ func isGateOutcome(err error) bool {
 	var (
 		r  *dispatch.Refusal
 		te *dispatch.ToolError
+		ir *dispatch.InputRequired
 	)
-	return errors.As(err, &r) || errors.As(err, &te)
+	return errors.As(err, &r) || errors.As(err, &te) || errors.As(err, &ir)
 }
 
 var sdkCodes = map[dispatch.ToolErrorCode]sdk.ErrorCode{

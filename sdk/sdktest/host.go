@@ -61,6 +61,7 @@ type Host struct {
 	policy    dispatch.Policy
 	providers map[string]dispatch.Provider
 	gate      *dispatch.Dispatcher
+	rounds    sealer // seals the rounds of calls that ask their client
 	// calls holds the callers of the calls in progress, by call id.
 	calls  map[string]inflight
 	callID int
@@ -267,6 +268,7 @@ func (h *Host) Start(ctx context.Context, rebuild bool) error {
 	}
 	h.mu.Lock()
 	h.provider, h.catalog, h.started = provider, catalog, true
+	gate.UseConfirmer(&h.rounds)
 	h.reg, h.policy, h.providers, h.gate = reg, policy, providers, gate
 	h.mu.Unlock()
 	for _, c := range clients {

@@ -70,6 +70,8 @@ func (a *auditor) Record(d dispatch.Decision) {
 		r.Decision, r.Step, r.Reason = audit.Refused, string(d.Refusal.Step), d.Refusal.Reason
 	case d.Err == nil && d.Held:
 		r.Decision, r.Outcome = audit.Admitted, audit.OutcomeHeld
+	case d.AskedClient:
+		r.Decision, r.Outcome, r.Reason = audit.Admitted, audit.OutcomeAsked, "asked the caller's client for input"
 	case d.Asked:
 		r.Decision, r.Outcome, r.Reason = audit.Admitted, audit.OutcomeAsked, "asked the caller's user to confirm it"
 	case d.Err == nil && d.Confirmed:

@@ -1,6 +1,9 @@
 // Package confirm seals and opens the state of the questions the gate
 // puts to a caller's user before a call at risk review_required runs (the
-// gate's in-band confirmation, dispatch.Confirmer).
+// gate's in-band confirmation, dispatch.Confirmer), and of the rounds of a
+// call that asks its caller's client for input (dispatch.InputSealer): a
+// round's state carries the plugin's own, and is bound to its call the
+// same way.
 //
 // The state travels with the client between the question and the call
 // that answers it, so the client holds it and may alter it. It is sealed
@@ -35,9 +38,10 @@ import (
 // MinKeyBytes is the shortest key a Sealer takes.
 const MinKeyBytes = 32
 
-// MaxStateBytes bounds a state sent back: the ones a Sealer makes are far
-// shorter, so a longer one is refused before anything is decoded.
-const MaxStateBytes = 2048
+// MaxStateBytes bounds a state: a question's is far shorter, a round's
+// carries its plugin's state (at most dispatch.MaxInputStateBytes), and a
+// longer one sent back is refused before anything is decoded.
+const MaxStateBytes = 24 << 10
 
 // DefaultTTL is how long a question waits for its answer unless
 // configured otherwise.
@@ -91,27 +95,82 @@ type claims struct {
 	Capability string `json:"cap"`
 	ArgsSHA256 string `json:"args"` // hex
 	Expires    int64  `json:"exp"`  // Unix seconds
+	// Kind is empty for the gate's question, kindInput for a round of a
+	// call that asked its caller's client; the fields below are a round's.
+	Kind      string `json:"k,omitempty"`
+	Confirmed string `json:"cf,omitempty"`
+	Plugin    []byte `json:"ps,omitempty"`
+	Round     int    `json:"r,omitempty"`
 }
 
-// Ask implements dispatch.Confirmer.
-func (s *Sealer) Ask(_ context.Context, q dispatch.Question) (dispatch.Asked, error) {
+// kindInput marks the state of a round.
+const kindInput = "in"
+
+var _ dispatch.InputSealer = (*Sealer)(nil)
+
+// bind is the claims every state makes about the call it belongs to.
+func (s *Sealer) bind(q dispatch.Question, prefix string) claims {
 	digest := sha256.Sum256(q.Args)
-	exp := s.now().Add(s.ttl).Truncate(time.Second)
-	c := claims{
-		ID: "cf_" + strings.ToLower(rand.Text()), Token: q.Principal.Token, UserID: q.Principal.UserID,
-		Capability: q.Capability, ArgsSHA256: hex.EncodeToString(digest[:]), Expires: exp.Unix(),
+	return claims{
+		ID: prefix + strings.ToLower(rand.Text()), Token: q.Principal.Token, UserID: q.Principal.UserID,
+		Capability: q.Capability, ArgsSHA256: hex.EncodeToString(digest[:]), Expires: s.now().Add(s.ttl).Truncate(time.Second).Unix(),
 	}
+}
+
+// seal signs c into a state.
+func (s *Sealer) seal(c claims) (string, error) {
 	payload, err := json.Marshal(c)
 	if err != nil {
-		return dispatch.Asked{}, fmt.Errorf("seal confirmation: %w", err)
+		return "", err
 	}
 	body := base64.RawURLEncoding.EncodeToString(payload)
 	state := version + "." + body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body))
 	if len(state) > MaxStateBytes {
-		// Only a principal or capability name near its bound gets here.
-		return dispatch.Asked{}, fmt.Errorf("seal confirmation: the state would be %d bytes, over %d", len(state), MaxStateBytes)
+		// Only a principal or capability name near its bound, or a
+		// plugin's state near its, gets here.
+		return "", fmt.Errorf("the state would be %d bytes, over %d", len(state), MaxStateBytes)
 	}
-	return dispatch.Asked{ID: c.ID, State: state, ExpiresAt: exp.UTC(), Message: message(q, exp.UTC())}, nil
+	return state, nil
+}
+
+// Ask implements dispatch.Confirmer.
+func (s *Sealer) Ask(_ context.Context, q dispatch.Question) (dispatch.Asked, error) {
+	c := s.bind(q, "cf_")
+	state, err := s.seal(c)
+	if err != nil {
+		return dispatch.Asked{}, fmt.Errorf("seal confirmation: %w", err)
+	}
+	exp := time.Unix(c.Expires, 0).UTC()
+	return dispatch.Asked{ID: c.ID, State: state, ExpiresAt: exp, Message: message(q, exp)}, nil
+}
+
+// SealInput implements dispatch.InputSealer: a round's state is bound to
+// its call as a question's is, and carries the plugin's own state.
+func (s *Sealer) SealInput(_ context.Context, q dispatch.Question, in dispatch.InputState) (string, dispatch.InputState, error) {
+	c := s.bind(q, "in_")
+	c.Kind, c.Confirmed, c.Plugin, c.Round = kindInput, in.Confirmed, in.Plugin, in.Round
+	state, err := s.seal(c)
+	if err != nil {
+		return "", in, fmt.Errorf("seal round: %w", err)
+	}
+	in.ID, in.ExpiresAt = c.ID, time.Unix(c.Expires, 0).UTC()
+	return state, in, nil
+}
+
+// OpenInput implements dispatch.InputSealer.
+func (s *Sealer) OpenInput(ctx context.Context, state string, q dispatch.Question) (dispatch.InputState, error) {
+	c, err := s.open(state)
+	if err != nil {
+		return dispatch.InputState{}, err
+	}
+	if c.Kind != kindInput {
+		return dispatch.InputState{}, dispatch.ErrNotInputState
+	}
+	if err := s.check(ctx, c, q, "round"); err != nil {
+		return dispatch.InputState{}, err
+	}
+	return dispatch.InputState{ID: c.ID, Confirmed: c.Confirmed, Plugin: c.Plugin, Round: c.Round,
+		ExpiresAt: time.Unix(c.Expires, 0).UTC()}, nil
 }
 
 // message is the question the user reads: what runs, with what, and what
@@ -151,26 +210,38 @@ func (s *Sealer) Answered(ctx context.Context, state string, q dispatch.Question
 	if err != nil {
 		return "", err
 	}
+	if c.Kind != "" {
+		return "", refuse("the state is a round's, not a confirmation's; call again to be asked anew")
+	}
+	if err := s.check(ctx, c, q, "confirmation"); err != nil {
+		return "", err
+	}
+	return c.ID, nil
+}
+
+// check holds the claims of an opened state to the call that brings it
+// back, then uses the state up: what names it in the messages.
+func (s *Sealer) check(ctx context.Context, c claims, q dispatch.Question, what string) error {
 	now := s.now()
 	digest := sha256.Sum256(q.Args)
 	switch exp := time.Unix(c.Expires, 0); {
 	case !now.Before(exp):
-		return "", refuse("the confirmation lapsed at %s; call again to be asked anew", exp.UTC().Format(time.RFC3339))
+		return refuse("the %s lapsed at %s; call again to be asked anew", what, exp.UTC().Format(time.RFC3339))
 	case c.Token != q.Principal.Token || c.UserID != q.Principal.UserID:
-		return "", refuse("the confirmation was asked of another token; call again to be asked anew")
+		return refuse("the %s was asked of another token; call again to be asked anew", what)
 	case c.Capability != q.Capability:
-		return "", refuse("the confirmation was asked about another capability; call again to be asked anew")
+		return refuse("the %s was asked about another capability; call again to be asked anew", what)
 	case c.ArgsSHA256 != hex.EncodeToString(digest[:]):
-		return "", refuse("the confirmation was asked about other arguments; call again with the arguments confirmed, or to be asked anew")
+		return refuse("the %s was asked about other arguments; call again with the arguments it was asked about, or to be asked anew", what)
 	}
 	first, err := s.used.Use(ctx, c.ID, time.Unix(c.Expires, 0))
 	if err != nil {
-		return "", fmt.Errorf("record confirmation %s as answered: %w", c.ID, err)
+		return fmt.Errorf("record %s %s as answered: %w", what, c.ID, err)
 	}
 	if !first {
-		return "", refuse("the confirmation %s was answered before, and answers one call once; call again to be asked anew", c.ID)
+		return refuse("the %s %s was answered before, and answers one call once; call again to be asked anew", what, c.ID)
 	}
-	return c.ID, nil
+	return nil
 }
 
 // open checks state's seal and reads its claims.

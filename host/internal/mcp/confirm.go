@@ -1,8 +1,11 @@
 package mcp
 
 import (
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -18,48 +21,95 @@ import (
 // its answer in inputResponses.
 const confirmInput = "capgate_confirm"
 
-// maxRequestStateBytes bounds the requestState a call may carry; the
-// gate's own are far shorter.
-const maxRequestStateBytes = 4096
+// maxRequestStateBytes bounds the requestState a call may carry: the
+// longest the gate seals (a round's, with its plugin's state) and a
+// margin.
+const maxRequestStateBytes = 32 << 10
 
 // confirmationOf reads what a 2026-07-28 tools/call brings about asking
-// its user: whether the client declared form elicitation, and the state
-// and answer of an earlier question. A non-empty msg is the invalid-params
-// error to answer instead.
-func confirmationOf(ps *params, rm *requestMeta) (cf dispatch.Confirmation, msg string) {
-	cf.CanAsk = canElicitForm(rm.capabilities)
+// its client: what the client declared it answers, the state of an
+// earlier question or round, the user's answer to the gate's question and
+// the other answers, for the plugin. A non-empty msg is the
+// invalid-params error to answer instead.
+func confirmationOf(ps *params, rm *requestMeta) (cf dispatch.Confirmation, in dispatch.Input, msg string) {
+	in.CanAsk = canAsk(rm.capabilities)
+	cf.CanAsk = slices.Contains(in.CanAsk, dispatch.AskElicit)
 	if ps.requestState != nil {
 		s, ok := decodeString(ps.requestState)
 		if !ok || !isString(ps.requestState) {
-			return cf, "invalid params: requestState must be a string"
+			return cf, in, "invalid params: requestState must be a string"
 		}
 		if len(s) > maxRequestStateBytes {
-			return cf, "invalid params: requestState is longer than any this server sends"
+			return cf, in, "invalid params: requestState is longer than any this server sends"
 		}
 		cf.State = s
 	}
 	if ps.inputResponses == nil || string(ps.inputResponses) == "null" {
-		return cf, ""
+		return cf, in, ""
 	}
 	if ps.inputResponses[0] != '{' {
-		return cf, "invalid params: inputResponses must be an object"
+		return cf, in, "invalid params: inputResponses must be an object"
 	}
 	it := iterObject(ps.inputResponses, 2)
 	var mb member
+	n := 0
 	for it.next(&mb) {
-		if !mb.is(confirmInput) {
-			continue // another server's key: not ours to read
+		if n++; n > dispatch.MaxInputResponses {
+			return cf, in, fmt.Sprintf("invalid params: inputResponses has more than %d answers; this server asks fewer", dispatch.MaxInputResponses)
 		}
-		a, ok := elicitAction(mb.val)
-		if !ok {
-			return cf, "invalid params: inputResponses." + confirmInput + " must be an elicitation result with action accept, decline or cancel"
+		if mb.is(confirmInput) {
+			a, ok := elicitAction(mb.val)
+			if !ok {
+				return cf, in, "invalid params: inputResponses." + confirmInput + " must be an elicitation result with action accept, decline or cancel"
+			}
+			cf.Answer = a
+			continue
 		}
-		cf.Answer = a
+		key, ok := decodeString(mb.key)
+		if !ok || !dispatch.ValidInputKey(key) {
+			continue // no key this server asks under: not ours to read
+		}
+		if len(mb.val) == 0 || mb.val[0] != '{' {
+			return cf, in, "invalid params: inputResponses." + key + " must be an object, the result of the request asked under that key"
+		}
+		if in.Responses == nil {
+			in.Responses = map[string]json.RawMessage{}
+		}
+		in.Responses[key] = json.RawMessage(slices.Clone(mb.val))
 	}
 	if it.bad {
-		return cf, "invalid params: inputResponses must be an object"
+		return cf, in, "invalid params: inputResponses must be an object"
 	}
-	return cf, ""
+	return cf, in, ""
+}
+
+// canAsk lists what client capabilities declare the client answers: form
+// elicitation, sampling and roots.
+func canAsk(caps []byte) []string {
+	var out []string
+	if canElicitForm(caps) {
+		out = append(out, dispatch.AskElicit)
+	}
+	if len(caps) == 0 || caps[0] != '{' {
+		return out
+	}
+	it := iterObject(caps, 3)
+	var mb member
+	for it.next(&mb) {
+		if len(mb.val) == 0 || mb.val[0] != '{' {
+			continue
+		}
+		switch {
+		case mb.is("sampling"):
+			out = append(out, dispatch.AskSample)
+		case mb.is("roots"):
+			out = append(out, dispatch.AskRoots)
+		}
+	}
+	if it.bad {
+		return nil
+	}
+	return out
 }
 
 // canElicitForm reports whether client capabilities declare form

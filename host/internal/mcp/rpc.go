@@ -411,12 +411,15 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 	if c.ver.modern() {
 		// Only this revision can put the gate's question to the client's
 		// user; older ones are held for an approver instead.
-		cf, msg := confirmationOf(ps, &rm)
+		cf, in, msg := confirmationOf(ps, &rm)
 		if msg != "" {
 			return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
 		}
 		if cf.CanAsk || cf.State != "" {
 			c.ctx = dispatch.WithConfirmation(c.ctx, cf)
+		}
+		if len(in.CanAsk) > 0 || len(in.Responses) > 0 || cf.State != "" {
+			c.ctx = dispatch.WithInput(c.ctx, in)
 		}
 	}
 	// The provider hands the call's content blocks here; the gate's
@@ -523,6 +526,14 @@ func (c *call) callFailed(id []byte, name string, err error, out []byte) (int, [
 	var nc *dispatch.NeedsConfirmation
 	if errors.As(err, &nc) {
 		return c.askToConfirm(id, nc, out)
+	}
+	var ni *dispatch.NeedsInput
+	if errors.As(err, &ni) {
+		return c.askForInput(id, ni, out)
+	}
+	var mc *dispatch.MissingCapability
+	if errors.As(err, &mc) {
+		return c.missingCapability(id, mc, out)
 	}
 	var toolErr *dispatch.ToolError
 	if errors.As(err, &toolErr) {

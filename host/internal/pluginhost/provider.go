@@ -60,10 +60,11 @@ func (p *Plugin) Invoke(ctx context.Context, r dispatch.Request) (res json.RawMe
 	var (
 		te      *dispatch.ToolError
 		refusal *dispatch.Refusal
+		ir      *dispatch.InputRequired
 	)
 	switch {
 	case err == nil:
-	case errors.As(err, &te), errors.As(err, &refusal):
+	case errors.As(err, &te), errors.As(err, &refusal), errors.As(err, &ir):
 		return nil, err
 	default:
 		return nil, p.rpcError(ctx, inst, "invoke", r.Capability, err)

@@ -95,12 +95,17 @@ func (c *call) failed(err error) {
 	var (
 		refusal *dispatch.Refusal
 		toolErr *dispatch.ToolError
+		missing *dispatch.MissingCapability
 	)
 	switch {
 	case errors.As(err, &refusal):
 		c.refused(refusal)
 	case errors.As(err, &toolErr):
 		c.toolError(toolErr)
+	case errors.As(err, &missing):
+		// Plain HTTP cannot carry a question to the caller mid-call.
+		c.toolError(&dispatch.ToolError{Code: dispatch.InvalidInput,
+			Message: missing.Error() + ", which a call over plain HTTP cannot be asked: call it over MCP"})
 	case errors.Is(err, dispatch.ErrUnknownCapability):
 		d := problem.New(http.StatusNotFound, "no capability is named "+strconv.Quote(clip(c.name, maxQuotedName)))
 		c.answer(d)

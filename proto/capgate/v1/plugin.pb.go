@@ -327,7 +327,7 @@ func (x ToolError_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolError_Code.Descriptor instead.
 func (ToolError_Code) EnumDescriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29, 0}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32, 0}
 }
 
 type ConfigureRequest struct {
@@ -2340,7 +2340,18 @@ type InvokeRequest struct {
 	// progress, log messages from a level up. Unset, the caller wants
 	// nothing, and the plugin sends no notice for this call (a host built
 	// before notices existed never sets it).
-	Notices       *Notices `protobuf:"bytes,7,opt,name=notices,proto3" json:"notices,omitempty"`
+	Notices *Notices `protobuf:"bytes,7,opt,name=notices,proto3" json:"notices,omitempty"`
+	// input_responses are the client's answers to what the plugin asked in
+	// the round before (InvokeResponse.input_required), keyed as asked: each
+	// the JSON result of the request under that key (an elicitation's
+	// {"action","content"}, a sampling message, {"roots":[...]}). They are
+	// the client's word: a key may be missing (the plugin asks again for
+	// what it still needs), and keys nobody asked may come too.
+	InputResponses map[string][]byte `protobuf:"bytes,8,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// request_state is what the plugin may ask of the caller's client in
+	// this call, and the state it kept from the round before. Absent, the
+	// caller's client can be asked nothing.
+	RequestState  *InputContext `protobuf:"bytes,9,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2420,6 +2431,20 @@ func (x *InvokeRequest) GetTraceContext() map[string]string {
 func (x *InvokeRequest) GetNotices() *Notices {
 	if x != nil {
 		return x.Notices
+	}
+	return nil
+}
+
+func (x *InvokeRequest) GetInputResponses() map[string][]byte {
+	if x != nil {
+		return x.InputResponses
+	}
+	return nil
+}
+
+func (x *InvokeRequest) GetRequestState() *InputContext {
+	if x != nil {
+		return x.RequestState
 	}
 	return nil
 }
@@ -2607,6 +2632,201 @@ func (x *LogMessage) GetData() []byte {
 	return nil
 }
 
+// InputContext is what a call may ask of its caller's client.
+type InputContext struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// can_ask lists the request methods the client declared it answers:
+	// "elicitation/create" (form mode), "sampling/createMessage",
+	// "roots/list".
+	CanAsk []string `protobuf:"bytes,1,rep,name=can_ask,json=canAsk,proto3" json:"can_ask,omitempty"`
+	// state is what the plugin kept (InputRequired.state) in the round
+	// before, exactly as it was; empty in the first round. The host sealed
+	// it with the call it belongs to, so it comes back only with that call,
+	// from the same caller, unaltered.
+	State []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// round counts the rounds before this one: 0 in the first.
+	Round         uint32 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputContext) Reset() {
+	*x = InputContext{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputContext) ProtoMessage() {}
+
+func (x *InputContext) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputContext.ProtoReflect.Descriptor instead.
+func (*InputContext) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *InputContext) GetCanAsk() []string {
+	if x != nil {
+		return x.CanAsk
+	}
+	return nil
+}
+
+func (x *InputContext) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *InputContext) GetRound() uint32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+// InputRequired is a call that cannot finish until the caller's client
+// answers: nothing it would return is returned, and the client sends the
+// same call again with the answers (InvokeRequest.input_responses).
+type InputRequired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requests are what the client is asked, keyed by names the plugin
+	// chooses (at most 16; a key is at most 64 characters of letters,
+	// digits, '_', '-' and '.').
+	Requests map[string]*InputRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// state is the plugin's own, at most 12 KiB, handed back with the
+	// answers (InputContext.state).
+	State []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// missing_capabilities, when set, names what the client would have to
+	// declare for the call to go on ("elicitation", "sampling", "roots"):
+	// the call fails with that, and requests are ignored.
+	MissingCapabilities []string `protobuf:"bytes,3,rep,name=missing_capabilities,json=missingCapabilities,proto3" json:"missing_capabilities,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *InputRequired) Reset() {
+	*x = InputRequired{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequired) ProtoMessage() {}
+
+func (x *InputRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequired.ProtoReflect.Descriptor instead.
+func (*InputRequired) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *InputRequired) GetRequests() map[string]*InputRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *InputRequired) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *InputRequired) GetMissingCapabilities() []string {
+	if x != nil {
+		return x.MissingCapabilities
+	}
+	return nil
+}
+
+// InputRequest is one request for the client, as MCP puts it.
+type InputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// method is one of InputContext.can_ask.
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// params is the request's JSON params object.
+	Params        []byte `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequest) Reset() {
+	*x = InputRequest{}
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequest) ProtoMessage() {}
+
+func (x *InputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
+func (*InputRequest) Descriptor() ([]byte, []int) {
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *InputRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *InputRequest) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
 // OwnerCheck is the requirement "the target must belong to this user".
 type OwnerCheck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2626,7 +2846,7 @@ type OwnerCheck struct {
 
 func (x *OwnerCheck) Reset() {
 	*x = OwnerCheck{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2858,7 @@ func (x *OwnerCheck) String() string {
 func (*OwnerCheck) ProtoMessage() {}
 
 func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[27]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2871,7 @@ func (x *OwnerCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerCheck.ProtoReflect.Descriptor instead.
 func (*OwnerCheck) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OwnerCheck) GetUserId() string {
@@ -2682,14 +2902,19 @@ type InvokeResponse struct {
 	// content are the blocks the call answers for people and models beside
 	// result (text, images, audio, links, embedded resources). result and
 	// content together count against max_result_bytes.
-	Content       []*Content `protobuf:"bytes,4,rep,name=content,proto3" json:"content,omitempty"`
+	Content []*Content `protobuf:"bytes,4,rep,name=content,proto3" json:"content,omitempty"`
+	// input_required says the call needs its caller's client to answer
+	// first; only ever in answer to a request with request_state set.
+	// Nothing is returned, and whatever the call did is the plugin's to
+	// make safe to run again.
+	InputRequired *InputRequired `protobuf:"bytes,5,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2926,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[28]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2939,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InvokeResponse) GetResult() []byte {
@@ -2745,6 +2970,13 @@ func (x *InvokeResponse) GetContent() []*Content {
 	return nil
 }
 
+func (x *InvokeResponse) GetInputRequired() *InputRequired {
+	if x != nil {
+		return x.InputRequired
+	}
+	return nil
+}
+
 type ToolError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          ToolError_Code         `protobuf:"varint,1,opt,name=code,proto3,enum=capgate.v1.ToolError_Code" json:"code,omitempty"`
@@ -2755,7 +2987,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2999,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[29]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +3012,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolError) GetCode() ToolError_Code {
@@ -2805,7 +3037,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +3049,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[30]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +3062,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 type PingResponse struct {
@@ -2841,7 +3073,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +3085,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[31]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +3098,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 type PublishRequest struct {
@@ -2888,7 +3120,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3132,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[32]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3145,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PublishRequest) GetType() string {
@@ -2961,7 +3193,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2973,7 +3205,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[33]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2986,7 +3218,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PublishResponse) GetCursor() uint64 {
@@ -3013,7 +3245,7 @@ type CallsRequest struct {
 
 func (x *CallsRequest) Reset() {
 	*x = CallsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3257,7 @@ func (x *CallsRequest) String() string {
 func (*CallsRequest) ProtoMessage() {}
 
 func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[34]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3270,7 @@ func (x *CallsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
 func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CallsRequest) GetId() uint64 {
@@ -3106,7 +3338,7 @@ type CancelCall struct {
 
 func (x *CancelCall) Reset() {
 	*x = CancelCall{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3350,7 @@ func (x *CancelCall) String() string {
 func (*CancelCall) ProtoMessage() {}
 
 func (x *CancelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[35]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3363,7 @@ func (x *CancelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
 func (*CancelCall) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 type CallsResponse struct {
@@ -3166,7 +3398,7 @@ type CallsResponse struct {
 
 func (x *CallsResponse) Reset() {
 	*x = CallsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3410,7 @@ func (x *CallsResponse) String() string {
 func (*CallsResponse) ProtoMessage() {}
 
 func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[36]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3423,7 @@ func (x *CallsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
 func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CallsResponse) GetId() uint64 {
@@ -3302,7 +3534,7 @@ type CallFailure struct {
 
 func (x *CallFailure) Reset() {
 	*x = CallFailure{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3314,7 +3546,7 @@ func (x *CallFailure) String() string {
 func (*CallFailure) ProtoMessage() {}
 
 func (x *CallFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[37]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3327,7 +3559,7 @@ func (x *CallFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallFailure.ProtoReflect.Descriptor instead.
 func (*CallFailure) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CallFailure) GetCode() uint32 {
@@ -3355,7 +3587,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3599,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[38]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3612,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StartRequest) GetRebuild() bool {
@@ -3398,7 +3630,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3642,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[39]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3655,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 type DocumentsRequest struct {
@@ -3445,7 +3677,7 @@ type DocumentsRequest struct {
 
 func (x *DocumentsRequest) Reset() {
 	*x = DocumentsRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3689,7 @@ func (x *DocumentsRequest) String() string {
 func (*DocumentsRequest) ProtoMessage() {}
 
 func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[40]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3702,7 @@ func (x *DocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DocumentsRequest) GetEntity() string {
@@ -3513,7 +3745,7 @@ type DocumentsResponse struct {
 
 func (x *DocumentsResponse) Reset() {
 	*x = DocumentsResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3757,7 @@ func (x *DocumentsResponse) String() string {
 func (*DocumentsResponse) ProtoMessage() {}
 
 func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[41]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +3770,7 @@ func (x *DocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DocumentsResponse) GetDocuments() []*Document {
@@ -3571,7 +3803,7 @@ type Document struct {
 
 func (x *Document) Reset() {
 	*x = Document{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3583,7 +3815,7 @@ func (x *Document) String() string {
 func (*Document) ProtoMessage() {}
 
 func (x *Document) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[42]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,7 +3828,7 @@ func (x *Document) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Document.ProtoReflect.Descriptor instead.
 func (*Document) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Document) GetId() string {
@@ -3637,7 +3869,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +3881,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[43]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +3894,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RecordRequest) GetEntity() string {
@@ -3691,7 +3923,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3703,7 +3935,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[44]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3716,7 +3948,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RecordResponse) GetRecord() []byte {
@@ -3741,7 +3973,7 @@ type CatalogueRequest struct {
 
 func (x *CatalogueRequest) Reset() {
 	*x = CatalogueRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3753,7 +3985,7 @@ func (x *CatalogueRequest) String() string {
 func (*CatalogueRequest) ProtoMessage() {}
 
 func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[45]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3766,7 +3998,7 @@ func (x *CatalogueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueRequest.ProtoReflect.Descriptor instead.
 func (*CatalogueRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 type CatalogueResponse struct {
@@ -3779,7 +4011,7 @@ type CatalogueResponse struct {
 
 func (x *CatalogueResponse) Reset() {
 	*x = CatalogueResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3791,7 +4023,7 @@ func (x *CatalogueResponse) String() string {
 func (*CatalogueResponse) ProtoMessage() {}
 
 func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[46]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3804,7 +4036,7 @@ func (x *CatalogueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogueResponse.ProtoReflect.Descriptor instead.
 func (*CatalogueResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CatalogueResponse) GetEntities() []*EntityType {
@@ -3822,7 +4054,7 @@ type BusRequest struct {
 
 func (x *BusRequest) Reset() {
 	*x = BusRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[47]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +4066,7 @@ func (x *BusRequest) String() string {
 func (*BusRequest) ProtoMessage() {}
 
 func (x *BusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[47]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +4079,7 @@ func (x *BusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusRequest.ProtoReflect.Descriptor instead.
 func (*BusRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{47}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 type BusResponse struct {
@@ -3866,7 +4098,7 @@ type BusResponse struct {
 
 func (x *BusResponse) Reset() {
 	*x = BusResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[48]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3878,7 +4110,7 @@ func (x *BusResponse) String() string {
 func (*BusResponse) ProtoMessage() {}
 
 func (x *BusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[48]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3891,7 +4123,7 @@ func (x *BusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusResponse.ProtoReflect.Descriptor instead.
 func (*BusResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{48}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BusResponse) GetId() string {
@@ -3928,7 +4160,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[49]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3940,7 +4172,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[49]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3953,7 +4185,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{49}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SubscribeRequest) GetAfter() uint64 {
@@ -3988,7 +4220,7 @@ type BusEvent struct {
 
 func (x *BusEvent) Reset() {
 	*x = BusEvent{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[50]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4000,7 +4232,7 @@ func (x *BusEvent) String() string {
 func (*BusEvent) ProtoMessage() {}
 
 func (x *BusEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[50]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4013,7 +4245,7 @@ func (x *BusEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BusEvent.ProtoReflect.Descriptor instead.
 func (*BusEvent) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{50}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BusEvent) GetCursor() uint64 {
@@ -4082,7 +4314,7 @@ type HostServiceInvokeRequest struct {
 
 func (x *HostServiceInvokeRequest) Reset() {
 	*x = HostServiceInvokeRequest{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[51]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4326,7 @@ func (x *HostServiceInvokeRequest) String() string {
 func (*HostServiceInvokeRequest) ProtoMessage() {}
 
 func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[51]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4339,7 @@ func (x *HostServiceInvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeRequest.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeRequest) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{51}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HostServiceInvokeRequest) GetCallId() string {
@@ -4152,7 +4384,7 @@ type HostServiceInvokeResponse struct {
 
 func (x *HostServiceInvokeResponse) Reset() {
 	*x = HostServiceInvokeResponse{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[52]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4396,7 @@ func (x *HostServiceInvokeResponse) String() string {
 func (*HostServiceInvokeResponse) ProtoMessage() {}
 
 func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[52]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4409,7 @@ func (x *HostServiceInvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostServiceInvokeResponse.ProtoReflect.Descriptor instead.
 func (*HostServiceInvokeResponse) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{52}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HostServiceInvokeResponse) GetResult() []byte {
@@ -4213,7 +4445,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_capgate_v1_plugin_proto_msgTypes[53]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4225,7 +4457,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_capgate_v1_plugin_proto_msgTypes[53]
+	mi := &file_capgate_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4238,7 +4470,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{53}
+	return file_capgate_v1_plugin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Refusal) GetStep() string {
@@ -4438,7 +4670,7 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\tPrincipal\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x17\n" +
-	"\auser_id\x18\x03 \x01(\tR\x06userId\"\x96\x03\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\"\xf0\x04\n" +
 	"\rInvokeRequest\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x01 \x01(\tR\n" +
@@ -4449,10 +4681,15 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\vowner_check\x18\x05 \x01(\v2\x16.capgate.v1.OwnerCheckR\n" +
 	"ownerCheck\x12P\n" +
 	"\rtrace_context\x18\x06 \x03(\v2+.capgate.v1.InvokeRequest.TraceContextEntryR\ftraceContext\x12-\n" +
-	"\anotices\x18\a \x01(\v2\x13.capgate.v1.NoticesR\anotices\x1a?\n" +
+	"\anotices\x18\a \x01(\v2\x13.capgate.v1.NoticesR\anotices\x12V\n" +
+	"\x0finput_responses\x18\b \x03(\v2-.capgate.v1.InvokeRequest.InputResponsesEntryR\x0einputResponses\x12=\n" +
+	"\rrequest_state\x18\t \x01(\v2\x18.capgate.v1.InputContextR\frequestState\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13InputResponsesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"X\n" +
 	"\aNotices\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\bR\bprogress\x121\n" +
 	"\tlog_level\x18\x02 \x01(\x0e2\x14.capgate.v1.LogLevelR\blogLevel\"V\n" +
@@ -4464,16 +4701,31 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"LogMessage\x12*\n" +
 	"\x05level\x18\x01 \x01(\x0e2\x14.capgate.v1.LogLevelR\x05level\x12\x16\n" +
 	"\x06logger\x18\x02 \x01(\tR\x06logger\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"9\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"S\n" +
+	"\fInputContext\x12\x17\n" +
+	"\acan_ask\x18\x01 \x03(\tR\x06canAsk\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\rR\x05round\"\xf4\x01\n" +
+	"\rInputRequired\x12C\n" +
+	"\brequests\x18\x01 \x03(\v2'.capgate.v1.InputRequired.RequestsEntryR\brequests\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x121\n" +
+	"\x14missing_capabilities\x18\x03 \x03(\tR\x13missingCapabilities\x1aU\n" +
+	"\rRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.capgate.v1.InputRequestR\x05value:\x028\x01\">\n" +
+	"\fInputRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
+	"\x06params\x18\x02 \x01(\fR\x06params\"9\n" +
 	"\n" +
 	"OwnerCheck\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
-	"\x04only\x18\x02 \x01(\bR\x04only\"\xb3\x01\n" +
+	"\x04only\x18\x02 \x01(\bR\x04only\"\xf5\x01\n" +
 	"\x0eInvokeResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12+\n" +
 	"\x05error\x18\x02 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\x12-\n" +
 	"\arefusal\x18\x03 \x01(\v2\x13.capgate.v1.RefusalR\arefusal\x12-\n" +
-	"\acontent\x18\x04 \x03(\v2\x13.capgate.v1.ContentR\acontent\"\xc8\x01\n" +
+	"\acontent\x18\x04 \x03(\v2\x13.capgate.v1.ContentR\acontent\x12@\n" +
+	"\x0einput_required\x18\x05 \x01(\v2\x19.capgate.v1.InputRequiredR\rinputRequired\"\xc8\x01\n" +
 	"\tToolError\x12.\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1a.capgate.v1.ToolError.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"q\n" +
@@ -4635,7 +4887,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
 	(TaskSupport)(0),                  // 1: capgate.v1.TaskSupport
@@ -4669,42 +4921,47 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	(*Notices)(nil),                   // 29: capgate.v1.Notices
 	(*Progress)(nil),                  // 30: capgate.v1.Progress
 	(*LogMessage)(nil),                // 31: capgate.v1.LogMessage
-	(*OwnerCheck)(nil),                // 32: capgate.v1.OwnerCheck
-	(*InvokeResponse)(nil),            // 33: capgate.v1.InvokeResponse
-	(*ToolError)(nil),                 // 34: capgate.v1.ToolError
-	(*PingRequest)(nil),               // 35: capgate.v1.PingRequest
-	(*PingResponse)(nil),              // 36: capgate.v1.PingResponse
-	(*PublishRequest)(nil),            // 37: capgate.v1.PublishRequest
-	(*PublishResponse)(nil),           // 38: capgate.v1.PublishResponse
-	(*CallsRequest)(nil),              // 39: capgate.v1.CallsRequest
-	(*CancelCall)(nil),                // 40: capgate.v1.CancelCall
-	(*CallsResponse)(nil),             // 41: capgate.v1.CallsResponse
-	(*CallFailure)(nil),               // 42: capgate.v1.CallFailure
-	(*StartRequest)(nil),              // 43: capgate.v1.StartRequest
-	(*StartResponse)(nil),             // 44: capgate.v1.StartResponse
-	(*DocumentsRequest)(nil),          // 45: capgate.v1.DocumentsRequest
-	(*DocumentsResponse)(nil),         // 46: capgate.v1.DocumentsResponse
-	(*Document)(nil),                  // 47: capgate.v1.Document
-	(*RecordRequest)(nil),             // 48: capgate.v1.RecordRequest
-	(*RecordResponse)(nil),            // 49: capgate.v1.RecordResponse
-	(*CatalogueRequest)(nil),          // 50: capgate.v1.CatalogueRequest
-	(*CatalogueResponse)(nil),         // 51: capgate.v1.CatalogueResponse
-	(*BusRequest)(nil),                // 52: capgate.v1.BusRequest
-	(*BusResponse)(nil),               // 53: capgate.v1.BusResponse
-	(*SubscribeRequest)(nil),          // 54: capgate.v1.SubscribeRequest
-	(*BusEvent)(nil),                  // 55: capgate.v1.BusEvent
-	(*HostServiceInvokeRequest)(nil),  // 56: capgate.v1.HostServiceInvokeRequest
-	(*HostServiceInvokeResponse)(nil), // 57: capgate.v1.HostServiceInvokeResponse
-	(*Refusal)(nil),                   // 58: capgate.v1.Refusal
-	nil,                               // 59: capgate.v1.ReadResourceRequest.VariablesEntry
-	nil,                               // 60: capgate.v1.ReadResourceRequest.TraceContextEntry
-	nil,                               // 61: capgate.v1.GetPromptRequest.ArgumentsEntry
-	nil,                               // 62: capgate.v1.GetPromptRequest.TraceContextEntry
-	nil,                               // 63: capgate.v1.CompleteRequest.ContextEntry
-	nil,                               // 64: capgate.v1.CompleteRequest.TraceContextEntry
-	nil,                               // 65: capgate.v1.InvokeRequest.TraceContextEntry
-	nil,                               // 66: capgate.v1.Document.FieldsEntry
-	nil,                               // 67: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	(*InputContext)(nil),              // 32: capgate.v1.InputContext
+	(*InputRequired)(nil),             // 33: capgate.v1.InputRequired
+	(*InputRequest)(nil),              // 34: capgate.v1.InputRequest
+	(*OwnerCheck)(nil),                // 35: capgate.v1.OwnerCheck
+	(*InvokeResponse)(nil),            // 36: capgate.v1.InvokeResponse
+	(*ToolError)(nil),                 // 37: capgate.v1.ToolError
+	(*PingRequest)(nil),               // 38: capgate.v1.PingRequest
+	(*PingResponse)(nil),              // 39: capgate.v1.PingResponse
+	(*PublishRequest)(nil),            // 40: capgate.v1.PublishRequest
+	(*PublishResponse)(nil),           // 41: capgate.v1.PublishResponse
+	(*CallsRequest)(nil),              // 42: capgate.v1.CallsRequest
+	(*CancelCall)(nil),                // 43: capgate.v1.CancelCall
+	(*CallsResponse)(nil),             // 44: capgate.v1.CallsResponse
+	(*CallFailure)(nil),               // 45: capgate.v1.CallFailure
+	(*StartRequest)(nil),              // 46: capgate.v1.StartRequest
+	(*StartResponse)(nil),             // 47: capgate.v1.StartResponse
+	(*DocumentsRequest)(nil),          // 48: capgate.v1.DocumentsRequest
+	(*DocumentsResponse)(nil),         // 49: capgate.v1.DocumentsResponse
+	(*Document)(nil),                  // 50: capgate.v1.Document
+	(*RecordRequest)(nil),             // 51: capgate.v1.RecordRequest
+	(*RecordResponse)(nil),            // 52: capgate.v1.RecordResponse
+	(*CatalogueRequest)(nil),          // 53: capgate.v1.CatalogueRequest
+	(*CatalogueResponse)(nil),         // 54: capgate.v1.CatalogueResponse
+	(*BusRequest)(nil),                // 55: capgate.v1.BusRequest
+	(*BusResponse)(nil),               // 56: capgate.v1.BusResponse
+	(*SubscribeRequest)(nil),          // 57: capgate.v1.SubscribeRequest
+	(*BusEvent)(nil),                  // 58: capgate.v1.BusEvent
+	(*HostServiceInvokeRequest)(nil),  // 59: capgate.v1.HostServiceInvokeRequest
+	(*HostServiceInvokeResponse)(nil), // 60: capgate.v1.HostServiceInvokeResponse
+	(*Refusal)(nil),                   // 61: capgate.v1.Refusal
+	nil,                               // 62: capgate.v1.ReadResourceRequest.VariablesEntry
+	nil,                               // 63: capgate.v1.ReadResourceRequest.TraceContextEntry
+	nil,                               // 64: capgate.v1.GetPromptRequest.ArgumentsEntry
+	nil,                               // 65: capgate.v1.GetPromptRequest.TraceContextEntry
+	nil,                               // 66: capgate.v1.CompleteRequest.ContextEntry
+	nil,                               // 67: capgate.v1.CompleteRequest.TraceContextEntry
+	nil,                               // 68: capgate.v1.InvokeRequest.TraceContextEntry
+	nil,                               // 69: capgate.v1.InvokeRequest.InputResponsesEntry
+	nil,                               // 70: capgate.v1.InputRequired.RequestsEntry
+	nil,                               // 71: capgate.v1.Document.FieldsEntry
+	nil,                               // 72: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	25, // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
@@ -4713,91 +4970,96 @@ var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	9,  // 3: capgate.v1.DescribeResponse.resources:type_name -> capgate.v1.Resource
 	10, // 4: capgate.v1.DescribeResponse.resource_templates:type_name -> capgate.v1.ResourceTemplate
 	27, // 5: capgate.v1.ReadResourceRequest.principal:type_name -> capgate.v1.Principal
-	59, // 6: capgate.v1.ReadResourceRequest.variables:type_name -> capgate.v1.ReadResourceRequest.VariablesEntry
-	60, // 7: capgate.v1.ReadResourceRequest.trace_context:type_name -> capgate.v1.ReadResourceRequest.TraceContextEntry
+	62, // 6: capgate.v1.ReadResourceRequest.variables:type_name -> capgate.v1.ReadResourceRequest.VariablesEntry
+	63, // 7: capgate.v1.ReadResourceRequest.trace_context:type_name -> capgate.v1.ReadResourceRequest.TraceContextEntry
 	13, // 8: capgate.v1.ReadResourceResponse.contents:type_name -> capgate.v1.ResourceContents
-	34, // 9: capgate.v1.ReadResourceResponse.error:type_name -> capgate.v1.ToolError
+	37, // 9: capgate.v1.ReadResourceResponse.error:type_name -> capgate.v1.ToolError
 	15, // 10: capgate.v1.Content.image:type_name -> capgate.v1.MediaContent
 	15, // 11: capgate.v1.Content.audio:type_name -> capgate.v1.MediaContent
 	16, // 12: capgate.v1.Content.resource_link:type_name -> capgate.v1.ResourceLink
 	13, // 13: capgate.v1.Content.resource:type_name -> capgate.v1.ResourceContents
 	18, // 14: capgate.v1.Prompt.arguments:type_name -> capgate.v1.PromptArgument
 	27, // 15: capgate.v1.GetPromptRequest.principal:type_name -> capgate.v1.Principal
-	61, // 16: capgate.v1.GetPromptRequest.arguments:type_name -> capgate.v1.GetPromptRequest.ArgumentsEntry
-	62, // 17: capgate.v1.GetPromptRequest.trace_context:type_name -> capgate.v1.GetPromptRequest.TraceContextEntry
+	64, // 16: capgate.v1.GetPromptRequest.arguments:type_name -> capgate.v1.GetPromptRequest.ArgumentsEntry
+	65, // 17: capgate.v1.GetPromptRequest.trace_context:type_name -> capgate.v1.GetPromptRequest.TraceContextEntry
 	21, // 18: capgate.v1.GetPromptResponse.messages:type_name -> capgate.v1.PromptMessage
-	34, // 19: capgate.v1.GetPromptResponse.error:type_name -> capgate.v1.ToolError
+	37, // 19: capgate.v1.GetPromptResponse.error:type_name -> capgate.v1.ToolError
 	14, // 20: capgate.v1.PromptMessage.content:type_name -> capgate.v1.Content
 	27, // 21: capgate.v1.CompleteRequest.principal:type_name -> capgate.v1.Principal
-	63, // 22: capgate.v1.CompleteRequest.context:type_name -> capgate.v1.CompleteRequest.ContextEntry
-	64, // 23: capgate.v1.CompleteRequest.trace_context:type_name -> capgate.v1.CompleteRequest.TraceContextEntry
-	34, // 24: capgate.v1.CompleteResponse.error:type_name -> capgate.v1.ToolError
+	66, // 22: capgate.v1.CompleteRequest.context:type_name -> capgate.v1.CompleteRequest.ContextEntry
+	67, // 23: capgate.v1.CompleteRequest.trace_context:type_name -> capgate.v1.CompleteRequest.TraceContextEntry
+	37, // 24: capgate.v1.CompleteResponse.error:type_name -> capgate.v1.ToolError
 	0,  // 25: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
 	2,  // 26: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
 	26, // 27: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
 	1,  // 28: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
 	27, // 29: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	32, // 30: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	65, // 31: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
+	35, // 30: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	68, // 31: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
 	29, // 32: capgate.v1.InvokeRequest.notices:type_name -> capgate.v1.Notices
-	3,  // 33: capgate.v1.Notices.log_level:type_name -> capgate.v1.LogLevel
-	3,  // 34: capgate.v1.LogMessage.level:type_name -> capgate.v1.LogLevel
-	34, // 35: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	58, // 36: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	14, // 37: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
-	4,  // 38: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	28, // 39: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	40, // 40: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	33, // 41: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	42, // 42: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	30, // 43: capgate.v1.CallsResponse.progress:type_name -> capgate.v1.Progress
-	31, // 44: capgate.v1.CallsResponse.log:type_name -> capgate.v1.LogMessage
-	47, // 45: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	66, // 46: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	34, // 47: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	24, // 48: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	67, // 49: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
-	34, // 50: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	58, // 51: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	5,  // 52: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	7,  // 53: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	39, // 54: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	43, // 55: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	45, // 56: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	48, // 57: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	11, // 58: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
-	19, // 59: capgate.v1.PluginService.GetPrompt:input_type -> capgate.v1.GetPromptRequest
-	22, // 60: capgate.v1.PluginService.Complete:input_type -> capgate.v1.CompleteRequest
-	35, // 61: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	37, // 62: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	50, // 63: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	45, // 64: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	48, // 65: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	52, // 66: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	54, // 67: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	56, // 68: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	6,  // 69: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	8,  // 70: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	41, // 71: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	44, // 72: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	46, // 73: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	49, // 74: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	12, // 75: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
-	20, // 76: capgate.v1.PluginService.GetPrompt:output_type -> capgate.v1.GetPromptResponse
-	23, // 77: capgate.v1.PluginService.Complete:output_type -> capgate.v1.CompleteResponse
-	36, // 78: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	38, // 79: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	51, // 80: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	46, // 81: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	49, // 82: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	53, // 83: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	55, // 84: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	57, // 85: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	69, // [69:86] is the sub-list for method output_type
-	52, // [52:69] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	69, // 33: capgate.v1.InvokeRequest.input_responses:type_name -> capgate.v1.InvokeRequest.InputResponsesEntry
+	32, // 34: capgate.v1.InvokeRequest.request_state:type_name -> capgate.v1.InputContext
+	3,  // 35: capgate.v1.Notices.log_level:type_name -> capgate.v1.LogLevel
+	3,  // 36: capgate.v1.LogMessage.level:type_name -> capgate.v1.LogLevel
+	70, // 37: capgate.v1.InputRequired.requests:type_name -> capgate.v1.InputRequired.RequestsEntry
+	37, // 38: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	61, // 39: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	14, // 40: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
+	33, // 41: capgate.v1.InvokeResponse.input_required:type_name -> capgate.v1.InputRequired
+	4,  // 42: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	28, // 43: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	43, // 44: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	36, // 45: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	45, // 46: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	30, // 47: capgate.v1.CallsResponse.progress:type_name -> capgate.v1.Progress
+	31, // 48: capgate.v1.CallsResponse.log:type_name -> capgate.v1.LogMessage
+	50, // 49: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	71, // 50: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	37, // 51: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	24, // 52: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	72, // 53: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	37, // 54: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	61, // 55: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	34, // 56: capgate.v1.InputRequired.RequestsEntry.value:type_name -> capgate.v1.InputRequest
+	5,  // 57: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	7,  // 58: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	42, // 59: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	46, // 60: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	48, // 61: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	51, // 62: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	11, // 63: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
+	19, // 64: capgate.v1.PluginService.GetPrompt:input_type -> capgate.v1.GetPromptRequest
+	22, // 65: capgate.v1.PluginService.Complete:input_type -> capgate.v1.CompleteRequest
+	38, // 66: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	40, // 67: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	53, // 68: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	48, // 69: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	51, // 70: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	55, // 71: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	57, // 72: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	59, // 73: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	6,  // 74: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	8,  // 75: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	44, // 76: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	47, // 77: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	49, // 78: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	52, // 79: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	12, // 80: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
+	20, // 81: capgate.v1.PluginService.GetPrompt:output_type -> capgate.v1.GetPromptResponse
+	23, // 82: capgate.v1.PluginService.Complete:output_type -> capgate.v1.CompleteResponse
+	39, // 83: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	41, // 84: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	54, // 85: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	49, // 86: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	52, // 87: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	56, // 88: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	58, // 89: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	60, // 90: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	74, // [74:91] is the sub-list for method output_type
+	57, // [57:74] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -4823,11 +5085,11 @@ func file_capgate_v1_plugin_proto_init() {
 		(*CompleteRequest_ResourceTemplate)(nil),
 	}
 	file_capgate_v1_plugin_proto_msgTypes[20].OneofWrappers = []any{}
-	file_capgate_v1_plugin_proto_msgTypes[34].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[37].OneofWrappers = []any{
 		(*CallsRequest_Invoke)(nil),
 		(*CallsRequest_Cancel)(nil),
 	}
-	file_capgate_v1_plugin_proto_msgTypes[36].OneofWrappers = []any{
+	file_capgate_v1_plugin_proto_msgTypes[39].OneofWrappers = []any{
 		(*CallsResponse_Invoke)(nil),
 		(*CallsResponse_Failure)(nil),
 		(*CallsResponse_Progress)(nil),
@@ -4839,7 +5101,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   63,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

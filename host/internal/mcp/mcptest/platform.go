@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/capgate/capgate/internal/dispatch"
@@ -25,6 +26,8 @@ const (
 	Panicking   = "platform.panic"
 	ListNumbers = "platform.numbers"
 	LLMAsk      = "llm.ask"
+	// Ask asks its caller's client (WithAsks).
+	Ask = "diag.ask"
 )
 
 // Principals the tests use. Each one reaches a different step of the gate.
@@ -80,8 +83,17 @@ type setup struct {
 	rich     bool
 	chatty   bool
 	prompts  bool
+	asks     bool
 	packsOff []string
 }
+
+// WithAsks registers diag.ask (pack diag, permission diag.run), which
+// asks its caller's user for a name in each of {"rounds": n} rounds (1
+// when absent), keeping the names so far as its state, and answers
+// {"names": [...], "round": r}; with {"also": true} it asks the client's
+// roots in the first round too. A client that cannot elicit makes it
+// fail for want of elicitation.
+func WithAsks() Option { return func(s *setup) { s.asks = true } }
 
 // WithRecords registers the catalogue capabilities platform.get and
 // platform.list (pack "search", permission "catalogue.read", which
@@ -132,6 +144,11 @@ func New(opts ...Option) *Platform {
 	}
 	if set.records {
 		caps = append(caps, recordCapabilities...)
+	}
+	if set.asks {
+		caps = append(caps, registry.Capability{Name: Ask, Description: "Ask the caller's user for names.", Kind: registry.Read,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"rounds":{"type":"integer","minimum":1,"maximum":5},"also":{"type":"boolean"}}}`),
+			Pack:        "diag", Permission: "diag.run", Plugin: "core"})
 	}
 	for _, c := range caps {
 		if err := reg.Add(c); err != nil {
@@ -212,6 +229,8 @@ func (p *Platform) Invoke(ctx context.Context, r dispatch.Request) (json.RawMess
 		return nil, fmt.Errorf("query bookings: %w", errBroken)
 	case Panicking:
 		panic("provider exploded")
+	case Ask:
+		return ask(r)
 	case RecordGet:
 		return getRecord(args)
 	case RecordList:
@@ -290,4 +309,48 @@ func NewEcho() *dispatch.Dispatcher {
 		panic(fmt.Sprintf("mcptest: %v", err))
 	}
 	return d
+}
+
+// ask is diag.ask: one name a round, the names so far its state.
+func ask(r dispatch.Request) (json.RawMessage, error) {
+	in := r.Input
+	if in == nil || !slices.Contains(in.CanAsk, dispatch.AskElicit) {
+		return nil, &dispatch.InputRequired{Missing: []string{"elicitation"}}
+	}
+	var a struct {
+		Rounds int  `json:"rounds"`
+		Also   bool `json:"also"`
+	}
+	if err := json.Unmarshal(r.Args, &a); err != nil {
+		return nil, err
+	}
+	a.Rounds = max(a.Rounds, 1)
+	var names []string
+	if len(in.State) > 0 {
+		if err := json.Unmarshal(in.State, &names); err != nil {
+			return nil, fmt.Errorf("diag.ask: its state came back altered: %w", err)
+		}
+	}
+	key := fmt.Sprintf("name%d", len(names)+1)
+	if raw, ok := in.Responses[key]; ok {
+		var e struct {
+			Action  string `json:"action"`
+			Content struct {
+				Name string `json:"name"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Action == "accept" {
+			names = append(names, e.Content.Name)
+		}
+	}
+	if len(names) >= a.Rounds {
+		return json.Marshal(map[string]any{"names": names, "round": in.Round})
+	}
+	state, _ := json.Marshal(names)
+	reqs := []dispatch.InputRequest{{Key: fmt.Sprintf("name%d", len(names)+1), Method: dispatch.AskElicit,
+		Params: json.RawMessage(`{"mode":"form","message":"Which name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}`)}}
+	if a.Also && len(names) == 0 {
+		reqs = append(reqs, dispatch.InputRequest{Key: "roots", Method: dispatch.AskRoots, Params: json.RawMessage(`{}`)})
+	}
+	return nil, &dispatch.InputRequired{State: state, Requests: reqs}
 }

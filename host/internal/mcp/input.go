@@ -1,0 +1,66 @@
+package mcp
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/capgate/capgate/internal/dispatch"
+)
+
+// Asking the client mid-call on the wire (2026-07-28): a plugin's requests
+// (dispatch.NeedsInput) are an input_required result whose inputRequests
+// hold each request under the plugin's key, with the gate's sealed state
+// as requestState; the client answers them and sends the tools/call again
+// with inputResponses and the state echoed (read by confirmationOf).
+
+// askForInput answers a call that asks its client as an input_required
+// result.
+func (c *call) askForInput(id []byte, ni *dispatch.NeedsInput, out []byte) (int, []byte) {
+	c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: asked the caller's client for input",
+		slog.String("capability", ni.Capability), slog.String("round", ni.ID), slog.Int("requests", len(ni.Requests)),
+		slog.String("role", c.p.Role), slog.String("user", c.p.UserID))
+	out = appendResultHead(out, id)
+	out = append(out, `{"resultType":"input_required","inputRequests":{`...)
+	for i, r := range ni.Requests {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendString(out, r.Key)
+		out = append(out, `:{"method":`...)
+		out = appendString(out, r.Method)
+		out = append(out, `,"params":`...)
+		out = appendRaw(out, r.Params)
+		out = append(out, '}')
+	}
+	out = append(out, `},"requestState":`...)
+	out = appendString(out, ni.State)
+	out = append(out, c.h.modernTail[len(`,"resultType":"complete"`):]...)
+	return http.StatusOK, append(out, "}}"...)
+}
+
+// missingCapability answers a call that cannot go on without a client
+// capability the client did not declare: at 2026-07-28 the revision's
+// error, naming what to declare (HTTP 400, as the revision asks); before,
+// a tool error saying the same, as those revisions have no such error.
+func (c *call) missingCapability(id []byte, mc *dispatch.MissingCapability, out []byte) (int, []byte) {
+	msg := mc.Capability + " needs the client to support "
+	for i, n := range mc.Needs {
+		if i > 0 {
+			msg += " and "
+		}
+		msg += n
+	}
+	if !c.ver.modern() {
+		return http.StatusOK, c.errorResult(id, msg+", which this client cannot offer over this protocol revision", out)
+	}
+	out = appendErrorHead(out, id, codeMissingCapability, "missing required client capability: "+msg)
+	out = append(out, `,"data":{"requiredCapabilities":{`...)
+	for i, n := range mc.Needs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendString(out, n)
+		out = append(out, ":{}"...)
+	}
+	return http.StatusBadRequest, append(out, "}}}}"...)
+}
