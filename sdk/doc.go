@@ -158,6 +158,31 @@
 // OnStart through Env.Catalogue, Env.Documents and Env.Record, and follows
 // changes with Env.Subscribe in a goroutine that OnClose stops.
 //
+// # Asking the caller's client
+//
+// A handler that needs its caller's client to answer before it can finish
+// asks it: Call.Elicit puts a form to the user, Call.Sample asks the
+// client's model for a message, Call.ListRoots asks for the client's
+// roots. Each ask names a key. No server keeps anything between calls, so
+// an ask does not wait: until its answer has come, it returns an error
+// wrapping ErrInputRequired, which the handler returns as is once it has
+// made every ask it can make now (they go to the client together). The
+// client answers and sends the same call again, through the whole gate;
+// the handler runs again from the start, and the same asks now return
+// their answers. Answers are kept from round to round, so asks in turn
+// are straight-line code; Call.SetRoundState keeps more. Ask before
+// acting: what runs before the last ask runs once a round.
+//
+//	ans, err := call.Elicit(ctx, "size", sdk.FormFor[Size]("Which size?"))
+//	if err != nil {
+//		return Out{}, err // ErrInputRequired, or a *CannotAskError
+//	}
+//
+// A client that did not declare what an ask needs makes it a
+// *CannotAskError: go on without the answer, or return it and the call
+// fails naming the capability the client would have to declare.
+// sdktest.Client.InvokeAsking answers a handler's asks in tests.
+//
 // # Traces
 //
 // When the host traces a call, the handler's context carries a span the

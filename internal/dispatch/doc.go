@@ -70,6 +70,14 @@
 // the risk step and just before it runs (WithAdmit): a refused, invalid
 // or held call never reaches that point.
 //
+// A call may ask its caller's client mid-call (input.go): its provider
+// answers *InputRequired, the gate seals the provider's state to exactly
+// that call (principal, capability, arguments) with its InputSealer and
+// answers *NeedsInput, and the client's answers come back with the same
+// call, which passes every step again before its state is opened, once
+// (a state it cannot accept is refused at StepInput). A call that needs
+// what the client did not declare fails with *MissingCapability.
+//
 // Steps 1 to 6 do not depend on the arguments: Dispatcher.Allowed and
 // Dispatcher.Visible answer them alone, so a tools/list shows exactly the
 // capabilities a tools/call would admit before looking at arguments. A

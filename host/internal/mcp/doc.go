@@ -159,6 +159,21 @@
 // session there is nothing to resume. Nothing streams inside a batch or a
 // task, nor from a nested call.
 //
+// At 2026-07-28 a call may need its client to answer first: the gate's
+// own question before a review_required call, or a plugin's requests
+// (elicitation/create in form mode, sampling/createMessage, roots/list)
+// made through the SDK. Either is an input_required result whose
+// inputRequests hold each request under its key and whose requestState
+// is the gate's sealed state; the client sends the same tools/call again
+// with inputResponses and the state, and the adapter hands both to the
+// gate (dispatch.WithConfirmation, dispatch.WithInput) with what the
+// client declared in _meta io.modelcontextprotocol/clientCapabilities.
+// A state the gate does not accept is refused (-32003, step input or
+// risk); a malformed answer is -32602; a call that needs a capability the
+// client did not declare is -32021 with data.requiredCapabilities (HTTP
+// 400), and before 2026-07-28, which cannot ask in rounds, a tool error
+// saying so.
+//
 // The request path avoids reflection: a validating scanner finds the
 // envelope's fields as sub-slices of a pooled body buffer, tool definitions
 // are rendered once at start-up, and responses are appended into pooled

@@ -2,12 +2,14 @@
 // that hold a call, return a result of a chosen size, or take any JSON,
 // so tests can load the host the way a slow, chatty or hostile plugin
 // would, and one that answers content blocks, beside resources of its own
-// (one that no demo role may read). It is not built into the product.
+// (one that no demo role may read), and one that asks its caller's client
+// mid-call. It is not built into the product.
 package main
 
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"os"
 	"strings"
 	"time"
@@ -124,5 +126,43 @@ func main() {
 			return sdk.ResourceContents{Blob: PNG}, nil
 		},
 	})
+	sdk.Add(p, sdk.Tool[askIn, askOut]{
+		Name: "probe.ask", Description: "Ask the caller's user for a name, then, if the client samples, its model for a greeting.",
+		Kind: sdk.Read, Pack: Pack, Permission: Permission,
+		Handler: func(ctx context.Context, call sdk.Call, in askIn) (askOut, error) {
+			ans, err := call.Elicit(ctx, "name", sdk.FormFor[nameForm]("What is your name?"))
+			if err != nil {
+				return askOut{}, err
+			}
+			var f nameForm
+			if !ans.Accepted() || ans.Decode(&f) != nil {
+				return askOut{Answer: ans.Action}, nil
+			}
+			out := askOut{Answer: ans.Action, Name: f.Name}
+			s, err := call.Sample(ctx, "greeting", sdk.SamplingRequest{MaxTokens: 50,
+				Messages: []sdk.SamplingMessage{{Role: "user", Text: "Greet " + f.Name}}})
+			var cannot *sdk.CannotAskError
+			switch {
+			case errors.As(err, &cannot):
+			case err != nil:
+				return askOut{}, err
+			default:
+				out.Greeting = s.Text
+			}
+			return out, nil
+		},
+	})
 	sdk.Serve(p)
+}
+
+type askIn struct{}
+
+type nameForm struct {
+	Name string `json:"name" jsonschema:"your name"`
+}
+
+type askOut struct {
+	Answer   string `json:"answer"`
+	Name     string `json:"name,omitempty"`
+	Greeting string `json:"greeting,omitempty"`
 }
