@@ -217,3 +217,29 @@ func TestStreamDisconnectCancelsTheCall(t *testing.T) {
 		t.Fatal("the call went on after its client left")
 	}
 }
+
+// A call that reports without end cannot make its client read without
+// end: the stream stops taking notices at its bound, and the response
+// still comes, last.
+func TestStreamBounded(t *testing.T) {
+	f := chattyFixture(t)
+	rep := f.send(mcptest.Admin, Version20251125, chattyCall(3*maxStreamNotices, map[string]any{"progressToken": "tok"}))
+	msgs := sseMessages(t, rep.raw)
+	if len(msgs) > maxStreamNotices+1 {
+		t.Fatalf("%d events, want at most %d notices and the response", len(msgs), maxStreamNotices)
+	}
+	got := kinds(t, msgs, "tok")
+	if got[len(got)-1] != "r" {
+		t.Fatalf("the last event is %s, not the response", got[len(got)-1])
+	}
+	last := 0.0
+	for _, m := range msgs[:len(msgs)-1] {
+		if m["method"] == "notifications/progress" {
+			p := m["params"].(map[string]any)["progress"].(float64)
+			if p <= last {
+				t.Fatalf("progress went from %v to %v", last, p)
+			}
+			last = p
+		}
+	}
+}
