@@ -88,3 +88,40 @@ func TestGoSDKPrompts(t *testing.T) {
 		})
 	}
 }
+
+// TestGoSDKTemplateCompletion: the official Go client completes a
+// variable of a plugin's resource template (answered by the plugin,
+// through the gate) and the id of a catalogue record template (from
+// platform.list, as the caller), at every revision; a template no plugin
+// declares is unknown.
+func TestGoSDKTemplateCompletion(t *testing.T) {
+	needE2E(t)
+	h := startProbeHost(t)
+	for _, version := range protocolVersions {
+		t.Run(version, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			alice := connect(t, h, tokenAlice, version)
+			complete := func(uri, arg, value string) (*mcp.CompleteResult, error) {
+				return alice.Complete(ctx, &mcp.CompleteParams{
+					Ref: &mcp.CompleteReference{Type: "ref/resource", URI: uri}, Argument: mcp.CompleteParamsArgument{Name: arg, Value: value}})
+			}
+			res, err := complete("probe://rooms/{room}/plan", "room", "b")
+			if err != nil || !slices.Equal(res.Completion.Values, []string{"borealis"}) {
+				t.Fatalf("plan room: %+v %v", res, err)
+			}
+			res, err = complete("capgate://booking.resource/{id}", "id", "room-a")
+			if err != nil || !slices.Contains(res.Completion.Values, "room-aurora") {
+				t.Fatalf("catalogue id: %+v %v", res, err)
+			}
+			for _, v := range res.Completion.Values {
+				if !strings.HasPrefix(v, "room-a") {
+					t.Errorf("catalogue id suggestion %q does not start with room-a", v)
+				}
+			}
+			if _, err := complete("probe://nothing/{x}", "x", ""); err == nil || !strings.Contains(err.Error(), "unknown resource template") {
+				t.Fatalf("unknown template: %v", err)
+			}
+		})
+	}
+}

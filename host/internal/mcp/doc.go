@@ -108,7 +108,8 @@
 //     Dispatcher.CompletePrompt (an invisible prompt is unknown, as above),
 //     a plugin resource template's variable through
 //     Dispatcher.CompleteResourceTemplate, and the id of a catalogue
-//     template from the first page of the List capability, called through
+//     template from the List capability's pages (in id order, up to the
+//     first id past the prefix, at most ten), each called through
 //     Dispatcher.Invoke as the caller, so only ids it may list are
 //     suggested.
 //

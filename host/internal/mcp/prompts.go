@@ -227,36 +227,61 @@ func (c *call) recordTemplate(uri string) (string, bool) {
 	return entity, true
 }
 
-// completeRecordID suggests ids of records of entity that start with value,
-// from the first page of List for that entity, called through the gate as
-// the caller: a caller List refuses gets no suggestions, as resources/list
-// shows such a caller nothing.
+// maxCompletionPages bounds the List pages one completion of a record id
+// reads: each is a call through the gate, counted by its rate limits.
+const maxCompletionPages = 10
+
+// completeRecordID suggests ids of records of entity that start with
+// value, from List for that entity, called through the gate as the caller:
+// a caller List refuses gets no suggestions, as resources/list shows such
+// a caller nothing. List pages in id order, so the pages stop at the first
+// id past the prefix, or after maxCompletionPages.
 func (c *call) completeRecordID(id []byte, uri, entity, arg, value string, out []byte) []byte {
 	if arg != "id" {
 		return appendError(out, id, codeInvalidParams, "invalid params: resource template "+strconv.Quote(uri)+" has no variable "+strconv.Quote(clip(arg)))
 	}
-	empty := dispatch.Completion{Values: []string{}}
 	l := c.h.records.list
 	if l == nil || !c.h.d.Allowed(c.p, &l.Capability) {
-		return c.appendCompletion(id, empty, out)
-	}
-	res, err := c.invoke(l.Name, encodeArgs(platform.ListIn{Entity: entity}))
-	if err != nil {
-		var refusal *dispatch.Refusal
-		if errors.As(err, &refusal) {
-			return c.refused(id, refusal, out)
-		}
-		return appendError(out, id, codeInternalError, c.internalFailure(l.Name, err))
-	}
-	var page platform.ListOut
-	if json.Unmarshal(res, &page) != nil {
-		return appendError(out, id, codeInternalError, c.internalFailure(l.Name, errors.New("capability "+l.Name+" returned a malformed page")))
+		return c.appendCompletion(id, dispatch.Completion{Values: []string{}}, out)
 	}
 	vals := []string{}
-	for _, it := range page.Items {
-		if it.Entity == entity && strings.HasPrefix(it.ID, value) && len(vals) < dispatch.MaxCompletionValues {
-			vals = append(vals, it.ID)
+	in := platform.ListIn{Entity: entity}
+	more := false
+	for range maxCompletionPages {
+		res, err := c.invoke(l.Name, encodeArgs(in))
+		if err != nil {
+			var refusal *dispatch.Refusal
+			if errors.As(err, &refusal) {
+				return c.refused(id, refusal, out)
+			}
+			return appendError(out, id, codeInternalError, c.internalFailure(l.Name, err))
 		}
+		var page platform.ListOut
+		if json.Unmarshal(res, &page) != nil {
+			return appendError(out, id, codeInternalError, c.internalFailure(l.Name, errors.New("capability "+l.Name+" returned a malformed page")))
+		}
+		past := false
+		for _, it := range page.Items {
+			switch {
+			case it.Entity != entity:
+			case strings.HasPrefix(it.ID, value):
+				if len(vals) == dispatch.MaxCompletionValues {
+					more, past = true, true
+				} else {
+					vals = append(vals, it.ID)
+				}
+			case it.ID > value:
+				past = true
+			}
+			if past {
+				break
+			}
+		}
+		more = more || (!past && page.NextCursor != "")
+		if past || page.NextCursor == "" {
+			break
+		}
+		in.Cursor = page.NextCursor
 	}
-	return c.appendCompletion(id, dispatch.Completion{Values: vals, Total: len(vals), HasMore: page.NextCursor != ""}, out)
+	return c.appendCompletion(id, dispatch.Completion{Values: vals, HasMore: more}, out)
 }

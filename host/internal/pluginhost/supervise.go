@@ -263,6 +263,7 @@ func compareDescriptions(was, now *capgatev1.DescribeResponse) error {
 	changes = append(changes, diffNamed("entity type", was.Entities, now.Entities, (*capgatev1.EntityType).GetName)...)
 	changes = append(changes, diffNamed("resource", was.Resources, now.Resources, (*capgatev1.Resource).GetUri)...)
 	changes = append(changes, diffNamed("resource template", was.ResourceTemplates, now.ResourceTemplates, (*capgatev1.ResourceTemplate).GetUriTemplate)...)
+	changes = append(changes, diffNamed("prompt", was.Prompts, now.Prompts, (*capgatev1.Prompt).GetName)...)
 	if len(changes) == 0 {
 		return nil
 	}

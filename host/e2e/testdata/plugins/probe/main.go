@@ -152,6 +152,16 @@ func main() {
 			return out, nil
 		},
 	})
+	// The plan's room completes from the rooms with a plan.
+	p.CompleteTemplate("probe://rooms/{room}/plan", "room", func(_ context.Context, _ sdk.Call, partial string, _ map[string]string) ([]string, error) {
+		var out []string
+		for _, r := range []string{"aurora", "borealis", "cirrus"} {
+			if strings.HasPrefix(r, partial) {
+				out = append(out, r)
+			}
+		}
+		return out, nil
+	})
 	sdk.Serve(p)
 }
 
