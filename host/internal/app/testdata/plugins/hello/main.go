@@ -23,7 +23,7 @@ func newPlugin() *sdk.Plugin {
 	p := sdk.New("hello", "1.0.0")
 	sdk.Add(p, sdk.Tool[GreetIn, GreetOut]{
 		Name: "hello.greet", Description: "Greet someone by name.",
-		Kind: sdk.Read, Pack: "hello", Permission: "hello.greet",
+		Kind: sdk.Read, Pack: "hello", Permission: "hello.greet", Task: sdk.TaskOptional,
 		Handler: func(_ context.Context, _ sdk.Call, in GreetIn) (GreetOut, error) {
 			return GreetOut{Greeting: "hello, " + in.Name}, nil
 		},
