@@ -51,7 +51,8 @@ func (s *service) ask(ctx context.Context, call sdk.Call, in AskIn) (AskOut, err
 	}
 	n = min(n, s.maxResults)
 
-	sources, grounded, err := s.ground(ctx, call, q, entity, n)
+	st := &steps{call: call}
+	sources, grounded, err := s.ground(ctx, call, st, q, entity, n)
 	if err != nil {
 		return AskOut{}, err
 	}
@@ -59,6 +60,9 @@ func (s *service) ask(ctx context.Context, call sdk.Call, in AskIn) (AskOut, err
 	if err != nil {
 		return AskOut{}, err
 	}
+	// The model is usually the longest step: a caller watching the
+	// call's progress sees it begin.
+	st.next(ctx, "asking the model")
 	c, err := s.provider.complete(ctx, msgs)
 	if err != nil {
 		return AskOut{}, err
@@ -99,15 +103,17 @@ func checkAsk(in AskIn) (q, entity string, err error) {
 // word to search for: the answer is then ungrounded and says so, rather
 // than refused — the issue allows either, and an honest "I could not
 // consult the catalogue" still helps the agent.
-func (s *service) ground(ctx context.Context, call sdk.Call, q, entity string, n int) (sources []source, grounded bool, err error) {
+func (s *service) ground(ctx context.Context, call sdk.Call, st *steps, q, entity string, n int) (sources []source, grounded bool, err error) {
 	log := s.log
 	// The search refuses a query over its limits, and a question may be
 	// far longer: it is searched for by its words that fit.
 	query, left := searchQuery(q)
 	if query == "" {
 		log.Debug("llm.ask: answering ungrounded, the question has no words to search for")
+		call.Log(ctx, sdk.LogNotice, "answering without the catalogue: the question has no words to search for")
 		return nil, false, nil
 	}
+	st.next(ctx, "searching the catalogue")
 	if left > 0 {
 		log.Debug("llm.ask: the question has more words than platform.search accepts; searching for the first ones",
 			"words_searched", len(strings.Fields(query)), "words_left_out", left)
@@ -117,19 +123,24 @@ func (s *service) ground(ctx context.Context, call sdk.Call, q, entity string, n
 	case err == nil:
 	case sdk.IsRefused(err):
 		log.Info("llm.ask: answering ungrounded, the caller may not search", "refusal", err.Error())
+		call.Log(ctx, sdk.LogNotice, "answering without the catalogue: this caller may not search it")
 		return nil, false, nil
 	case errors.Is(err, sdk.ErrUnknownCapability):
 		log.Info("llm.ask: answering ungrounded, no plugin serves " + platform.SearchName)
+		call.Log(ctx, sdk.LogNotice, "answering without the catalogue: no plugin serves "+platform.SearchName)
 		return nil, false, nil
 	default:
 		// The caller's own mistake (an unknown entity type) reaches the
 		// agent as search said it; anything else is an internal error.
 		return nil, false, err
 	}
-	for _, h := range res.Hits {
+	// Steps: the search, a read of each hit (at most n), the model.
+	st.total = float64(min(len(res.Hits), n) + 2)
+	for i, h := range res.Hits {
 		if len(sources) == n {
 			break
 		}
+		st.next(ctx, fmt.Sprintf("reading source %d", i+1))
 		src := source{Source: Source{Entity: h.Entity, ID: h.ID, Title: h.Title}, snippet: h.Snippet}
 		g, err := platform.Get(ctx, call, platform.GetIn{Entity: h.Entity, ID: h.ID})
 		switch {
@@ -184,4 +195,20 @@ func prompt(q string, sources []source, grounded bool) ([]chatMessage, error) {
 		systemMessage(groundedPrompt),
 		userMessage(b.String()),
 	}, nil
+}
+
+// steps reports a call's progress, one step at a time: the search, each
+// record read, the model. total is 0 until the hits are known; a record
+// gone since it was indexed adds a step.
+type steps struct {
+	call        sdk.Call
+	done, total float64
+}
+
+func (s *steps) next(ctx context.Context, what string) {
+	s.done++
+	if s.total > 0 && s.done > s.total {
+		s.total = s.done
+	}
+	s.call.Progress(ctx, s.done, s.total, what)
 }
