@@ -103,6 +103,18 @@ func main() {
 			return o, nil
 		},
 	})
+	// notes.steps reports size progress steps and a log message, each
+	// naming the call's id, so tests can see whose notices reach whom.
+	sdk.Add(p, sdk.Tool[in, out]{
+		Name: "notes.steps", Description: "Report progress, then answer.", Kind: sdk.Read, Pack: "notes",
+		Handler: func(ctx context.Context, call sdk.Call, in in) (out, error) {
+			call.Log(ctx, sdk.LogInfo, in.ID)
+			for i := range in.Size {
+				call.Progress(ctx, float64(i+1), float64(in.Size), in.ID)
+			}
+			return out{ID: in.ID}, nil
+		},
+	})
 	// notes.wait blocks until the host gives up on the call, then logs how
 	// it ended, so tests can see a cancellation reach the plugin.
 	sdk.Add(p, sdk.Tool[in, out]{
