@@ -167,7 +167,18 @@ func mcpTool(t *testing.T, addr, token, name string, args any) (map[string]any, 
 		} `json:"error"`
 	}
 	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &rpc); err != nil {
+	msg := raw
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A call that told its caller something mid-call (a log message,
+		// progress) is an event stream whose last event is the response.
+		msg = nil
+		for line := range strings.Lines(string(raw)) {
+			if data, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "data: "); ok {
+				msg = []byte(data)
+			}
+		}
+	}
+	if err := json.Unmarshal(msg, &rpc); err != nil {
 		t.Fatalf("%s: %d %s", name, resp.StatusCode, raw)
 	}
 	switch {
