@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -319,31 +320,8 @@ func (t *ResourceTemplate) match(uri string) (map[string]string, bool) {
 // percentDecode decodes %XX escapes; false on a malformed one or a result
 // that is not UTF-8.
 func percentDecode(s string) (string, bool) {
-	if strings.IndexByte(s, '%') < 0 {
-		return s, utf8.ValidString(s)
-	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b = append(b, s[i])
-			continue
-		}
-		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
-			return "", false
-		}
-		b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
-		i += 2
-	}
-	return string(b), utf8.Valid(b)
-}
-
-func isHex(c byte) bool { return c >= '0' && c <= '9' || (c|0x20) >= 'a' && (c|0x20) <= 'f' }
-
-func unhex(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return (c | 0x20) - 'a' + 10
+	v, err := url.PathUnescape(s)
+	return v, err == nil && utf8.ValidString(v)
 }
 
 // ResourceMatch is what a URI names: a resource, or a template with the
