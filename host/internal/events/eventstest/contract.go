@@ -99,6 +99,7 @@ func publishN(t *testing.T, bus events.Bus, from, n int) []uint64 {
 type recorder struct {
 	mu     sync.Mutex
 	got    []events.Event
+	times  []time.Time // when each of got arrived
 	notify chan struct{}
 }
 
@@ -107,6 +108,7 @@ func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} 
 func (r *recorder) handle(_ context.Context, e events.Event) error {
 	r.mu.Lock()
 	r.got = append(r.got, e)
+	r.times = append(r.times, time.Now())
 	r.mu.Unlock()
 	select {
 	case r.notify <- struct{}{}:
@@ -132,9 +134,27 @@ func (r *recorder) waitFor(t *testing.T, n int) []events.Event {
 		select {
 		case <-r.notify:
 		case <-deadline:
-			t.Fatalf("got %d events, want %d: %v", len(r.events()), n, cursorsOf(r.events()))
+			t.Fatalf("got %d events, want %d: %v; %s", len(r.events()), n, cursorsOf(r.events()), r.silences())
 		}
 	}
+}
+
+// silences describes when deliveries came, for a waitFor that timed out:
+// a delivery that stalled shows as a long silence between two events, one
+// that was merely slow as none.
+func (r *recorder) silences() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.times) == 0 {
+		return "nothing was delivered"
+	}
+	var gaps []string
+	for i := 1; i < len(r.times); i++ {
+		if d := r.times[i].Sub(r.times[i-1]); d > 200*time.Millisecond {
+			gaps = append(gaps, fmt.Sprintf("%v before event %d", d.Round(time.Millisecond), i+1))
+		}
+	}
+	return fmt.Sprintf("silences over 200ms: %v; the last event came %v ago", gaps, time.Since(r.times[len(r.times)-1]).Round(time.Millisecond))
 }
 
 func cursorsOf(evs []events.Event) []uint64 {
