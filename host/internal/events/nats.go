@@ -84,6 +84,12 @@ func (b *NATS) closing(s *natsSub) bool { return slices.Contains(b.closingSubs, 
 
 var _ Bus = (*NATS)(nil)
 
+// Conn is the bus's connection to its NATS server, for what else replicas
+// say to each other over that server (a client's answer to a call waiting
+// on another replica). It closes with the bus: close its other users
+// first.
+func (b *NATS) Conn() *nats.Conn { return b.nc }
+
 var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
