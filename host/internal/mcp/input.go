@@ -3,6 +3,7 @@ package mcp
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -51,6 +52,11 @@ func (c *call) missingCapability(id []byte, mc *dispatch.MissingCapability, out 
 		msg += n
 	}
 	if !c.ver.modern() {
+		if c.couldAsk(mc.Needs) {
+			// It was asked on the stream, or would have been: the client
+			// said it does not do this.
+			return http.StatusOK, c.errorResult(id, msg+", which this client does not do", out)
+		}
 		return http.StatusOK, c.errorResult(id, msg+", which this client cannot offer over this protocol revision", out)
 	}
 	out = appendErrorHead(out, id, codeMissingCapability, "missing required client capability: "+msg)
@@ -63,4 +69,23 @@ func (c *call) missingCapability(id []byte, mc *dispatch.MissingCapability, out 
 		out = append(out, ":{}"...)
 	}
 	return http.StatusBadRequest, append(out, "}}}}"...)
+}
+
+// couldAsk reports whether a call at a revision before 2026-07-28 could ask
+// its client, on its stream, for everything needs names.
+func (c *call) couldAsk(needs []string) bool {
+	askable := c.askableBefore()
+	for _, n := range needs {
+		m := dispatch.AskElicit
+		switch n {
+		case "sampling":
+			m = dispatch.AskSample
+		case "roots":
+			m = dispatch.AskRoots
+		}
+		if !slices.Contains(askable, m) {
+			return false
+		}
+	}
+	return askable != nil
 }

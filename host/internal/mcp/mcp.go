@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/capgate/capgate/host/internal/answers"
 	"github.com/capgate/capgate/host/internal/origin"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
@@ -64,6 +65,12 @@ type Options struct {
 	// Tasks, when set, offers the tasks extension at 2026-07-28; nil
 	// offers none, and capabilities that require tasks are refused.
 	Tasks *TaskOptions
+	// Answers, when set, lets a call at a revision before 2026-07-28 ask
+	// its client mid-call: a request on the call's event stream, whose
+	// answer comes back in a POST of its own, at this replica or another
+	// sharing the relay. Nil asks such clients nothing: an ask fails as
+	// one the client cannot answer.
+	Answers *answers.Relay
 }
 
 // Handler serves MCP over Streamable HTTP, statelessly, for principals the
@@ -84,6 +91,7 @@ type Handler struct {
 	observe      func(Operation)
 	tracing      *Tracing    // nil: no request is traced
 	tasks        *taskRunner // nil: the tasks extension is off
+	answers      *answers.Relay
 
 	serverInfo   []byte // {"name":...,"version":...}
 	capabilities []byte // the server capabilities object
@@ -117,6 +125,7 @@ func New(d *dispatch.Dispatcher, opts Options) *Handler {
 		timeout:      opts.RequestTimeout,
 		log:          opts.Logger,
 		observe:      opts.Observe,
+		answers:      opts.Answers,
 	}
 	if opts.Tracing != nil && opts.Tracing.Tracer != nil {
 		h.tracing = opts.Tracing

@@ -14,8 +14,10 @@ type message struct {
 	method []byte // raw method string token; nil when absent
 	params []byte // raw params value; nil when absent
 	// isResponse marks a message with result or error and no method: the
-	// client answering a server request.
-	isResponse bool
+	// client answering a server request; result and errVal are the raw
+	// values of those members.
+	isResponse     bool
+	result, errVal []byte
 }
 
 // parseMessage decodes one message. A non-zero code is the JSON-RPC error to
@@ -63,9 +65,9 @@ func parseMessage(b []byte, m *message) (code int, msg string) {
 		case mb.is("params"):
 			m.params = mb.val
 		case mb.is("result"):
-			hasResult = true
+			hasResult, m.result = true, mb.val
 		case mb.is("error"):
-			hasError = true
+			hasError, m.errVal = true, mb.val
 		}
 	}
 	if it.bad {

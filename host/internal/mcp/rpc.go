@@ -41,9 +41,8 @@ func (c *call) handleBody(body, out []byte) (int, []byte) {
 		if c.ver.modern() {
 			return http.StatusBadRequest, appendError(out, nil, codeInvalidRequest, "invalid request: clients do not send responses in protocol version "+c.ver.String())
 		}
-		// This server never sends requests, so there is nothing to match
-		// a response to; accepting it is all the transport asks.
-		return http.StatusAccepted, out
+		// The client answering what a call asked it on its stream.
+		return c.answered(&m, out)
 	}
 	if m.id == nil {
 		// A notification: none is answered. notifications/cancelled
@@ -101,6 +100,9 @@ func (c *call) batch(body, out []byte) (int, []byte) {
 		switch {
 		case code != 0:
 		case m.isResponse:
+			// An answer to a call's request: taken, or dropped when none
+			// waits for it, as a batch of responses gets no answer.
+			c.answered(&m, nil)
 			continue
 		case m.id == nil:
 			c.notification(&m)
@@ -408,6 +410,12 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 			c.ctx = dispatch.WithIdempotencyKey(c.ctx, key)
 		}
 	}
+	askable := c.askableBefore()
+	if askable != nil {
+		// No capabilities come with the call: it is told what the
+		// revision lets a server ask (askOnStream).
+		c.ctx = dispatch.WithInput(c.ctx, dispatch.Input{CanAsk: askable})
+	}
 	if c.ver.modern() {
 		// Only this revision can put the gate's question to the client's
 		// user; older ones are held for an approver instead.
@@ -436,6 +444,9 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 		res, err = c.invokeStreaming(name, ps.arguments, wants, rm.progressToken)
 	} else {
 		res, err = c.invoke(name, ps.arguments)
+	}
+	if askable != nil {
+		res, err = c.askOnStream(id, name, ps.arguments, askable, wants, rm.progressToken, res, err)
 	}
 	if err != nil {
 		return c.callFailed(id, name, err, out)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -184,7 +185,9 @@ func (s *noticeStream) event(msg []byte) bool {
 		h[hdrContentType] = eventStreamType
 		h["Cache-Control"] = noCache
 		s.w.WriteHeader(http.StatusOK)
-		s.rc = http.NewResponseController(s.w)
+		if s.rc == nil {
+			s.rc = http.NewResponseController(s.w)
+		}
 	}
 	// JSON as this adapter writes it holds no raw newline, so one data
 	// line carries the whole message.
@@ -205,6 +208,20 @@ func (s *noticeStream) event(msg []byte) bool {
 		return false
 	}
 	return true
+}
+
+// holdOpenUntil moves the connection's read and write deadlines, which the
+// server sets from the request timeout, to t (none when t is zero): a
+// call waiting for its client's answers outlives them. Past the read
+// deadline the server would take the idle connection for a broken one and
+// cancel the call.
+func (s *noticeStream) holdOpenUntil(t time.Time) {
+	if s.rc == nil {
+		s.rc = http.NewResponseController(s.w)
+	}
+	// A writer that cannot move them (a test's recorder) has none.
+	_ = s.rc.SetReadDeadline(t)
+	_ = s.rc.SetWriteDeadline(t)
 }
 
 // setLevel answers logging/setLevel (up to 2025-11-25) with {} once the
@@ -259,8 +276,12 @@ func (c *call) invokeStreaming(name string, args []byte, wants dispatch.Wants, t
 		token = nil
 	}
 	// The token points into the request's body, which outlives the
-	// stream: Serve writes the last event before the body is reused.
-	c.stream = &noticeStream{w: c.w, token: token}
+	// stream: Serve writes the last event before the body is reused. A
+	// call asking its client runs again on the stream it asked on.
+	if c.stream == nil {
+		c.stream = &noticeStream{w: c.w}
+	}
+	c.stream.token = token
 	sink := &noticeSink{wants: wants, stream: c.stream, cancel: c.cancel}
 	outer := c.ctx
 	c.ctx = dispatch.WithNotices(c.ctx, sink)

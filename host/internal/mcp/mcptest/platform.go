@@ -147,7 +147,7 @@ func New(opts ...Option) *Platform {
 	}
 	if set.asks {
 		caps = append(caps, registry.Capability{Name: Ask, Description: "Ask the caller's user for names.", Kind: registry.Read,
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"rounds":{"type":"integer","minimum":1,"maximum":5},"also":{"type":"boolean"}}}`),
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"rounds":{"type":"integer","minimum":1,"maximum":12},"also":{"type":"boolean"}}}`),
 			Pack:        "diag", Permission: "diag.run", Plugin: "core"})
 	}
 	for _, c := range caps {
