@@ -300,8 +300,12 @@ func (r *Relay) handover(m *nats.Msg) {
 }
 
 // Close stops taking handovers from other replicas. Calls still waiting
-// get no more answers; their own deadlines end them.
+// get no more answers; their own deadlines end them. A nil Relay has
+// nothing to close.
 func (r *Relay) Close() error {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()

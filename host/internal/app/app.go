@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/answers"
 	"github.com/capgate/capgate/host/internal/approvals"
 	"github.com/capgate/capgate/host/internal/approvalspack"
 	"github.com/capgate/capgate/host/internal/audit"
@@ -58,6 +59,9 @@ type App struct {
 	approvals *approvalDesk
 	// tasks keeps the MCP tasks extension's tasks, swept by purge.
 	tasks *tasks.Store
+	// answers brings clients' answers to the calls that asked them, over
+	// the bus's NATS connection; closed before the bus.
+	answers *answers.Relay
 	// file is the configuration file (empty when the config was not read
 	// from one); reloads read it again.
 	file string
@@ -340,6 +344,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 		Observe:         observe,
 		Tracing:         tr.forMCP(gate),
 	}
+	if sopts.Answers, err = openAnswers(cfg, bus, log); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = sopts.Answers.Close()
+		}
+	}()
 	if cfg.Tasks.Enabled {
 		sopts.Tasks = &mcp.TaskOptions{Store: taskStore, TTL: cfg.Tasks.TTL, RunTimeout: cfg.Tasks.RunTimeout,
 			PollInterval: cfg.Tasks.PollInterval, MaxPerPrincipal: cfg.Tasks.MaxPerPrincipal, Approvals: appr}
@@ -352,7 +364,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 	}
 	srv := server.New(sopts)
 	return &App{cfg: cfg, log: log, plugins: plugins, gate: gate, srv: srv, cat: cat, bus: bus, idem: idem, gov: gov, auth: tokens, limiter: limiter, aud: aud, auditStore: auditStore, file: cfg.File,
-		approvals: desk, tasks: taskStore, metrics: met, metricsLn: metricsLn, tracing: tr, oauth: oauth,
+		approvals: desk, tasks: taskStore, answers: sopts.Answers, metrics: met, metricsLn: metricsLn, tracing: tr, oauth: oauth,
 		readSum: fileSum(cfg.File)}, nil
 }
 
@@ -428,6 +440,27 @@ func OpenBus(ctx context.Context, cfg *config.Config, log *slog.Logger) (events.
 	return bus, nil
 }
 
+// openAnswers builds the relay that brings a client's answer to the call
+// that asked it (clients before MCP 2026-07-28 answer in a POST of their
+// own, which any replica may receive). Replicas share it over the event
+// bus's NATS server, under a subject of the bus's stream, outside the
+// stream's own subjects.
+func openAnswers(cfg *config.Config, bus events.Bus, log *slog.Logger) (*answers.Relay, error) {
+	o := answers.Options{Logger: log}
+	if nb, ok := bus.(*events.NATS); ok {
+		stream := cfg.Events.Stream
+		if stream == "" {
+			stream = events.DefaultStream
+		}
+		o.Conn, o.Subject = nb.Conn(), answers.DefaultSubject+"."+stream
+	}
+	r, err := answers.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("events.nats_url %s: %w", cfg.Events.NATSURL, err)
+	}
+	return r, nil
+}
+
 // SubjectPrefix is the NATS subject prefix of a stream's events: the default
 // for the default stream, and one of its own for any other, as two streams
 // on one server may not hold the same subjects.
@@ -471,6 +504,9 @@ func (a *App) stop() {
 	}
 	// The plugins have answered their last calls, and sent their spans.
 	a.tracing.shutdown()
+	if err := a.answers.Close(); err != nil {
+		a.log.Warn("closing the answers relay", "err", err)
+	}
 	if err := a.bus.Close(); err != nil {
 		a.log.Warn("closing the event bus", "err", err)
 	}

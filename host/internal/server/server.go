@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/capgate/capgate/host/internal/answers"
 	"github.com/capgate/capgate/host/internal/mcp"
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -113,6 +114,9 @@ type Options struct {
 	// Tasks, when set, offers the MCP tasks extension (see
 	// mcp.TaskOptions); nil offers none.
 	Tasks *mcp.TaskOptions
+	// Answers, when set, brings the answers of clients before MCP
+	// 2026-07-28 to the calls that asked them (see mcp.Options.Answers).
+	Answers *answers.Relay
 	// Console serves the admin console at ConsolePath; nil serves none.
 	Console http.Handler
 }
@@ -171,6 +175,7 @@ func New(opts Options) *Server {
 		Observe:        opts.Observe,
 		Tracing:        opts.Tracing,
 		Tasks:          opts.Tasks,
+		Answers:        opts.Answers,
 	})
 	s.mcp = adapter
 	endpoint := s.authenticated(func(c echo.Context, p dispatch.Principal) error {

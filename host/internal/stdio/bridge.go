@@ -225,6 +225,10 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	}()
 
 	slots := make(chan struct{}, b.opts.MaxInFlight)
+	// The client's answers to what capgate's calls asked it (before
+	// 2026-07-28) have slots of their own: calls waiting for answers may
+	// hold every other slot.
+	answerSlots := make(chan struct{}, b.opts.MaxInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -265,8 +269,12 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			b.handle(ctx, m)
 			continue
 		}
+		pool := slots
+		if m.isResponse {
+			pool = answerSlots
+		}
 		select {
-		case slots <- struct{}{}:
+		case pool <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		case <-b.out.dead:
@@ -274,7 +282,7 @@ func (b *Bridge) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			return b.out.failed()
 		}
 		wg.Go(func() {
-			defer func() { <-slots }()
+			defer func() { <-pool }()
 			b.handle(ctx, m)
 		})
 	}

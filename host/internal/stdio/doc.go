@@ -57,7 +57,12 @@
 // application/json body is one message (or a 2025-03-26 batch), written on
 // one line; a text/event-stream body is relayed event by event, each
 // notification as it arrives and then the answer, which ends it; 202
-// Accepted, the answer to a notification, writes nothing. What is written
+// Accepted, the answer to a notification, writes nothing. Before
+// 2026-07-28 a call that asks its client (elicitation, sampling, roots)
+// sends its request on that stream: the client reads it as a line like
+// any other and writes its answer as a line, which the bridge posts as it
+// posts every message, with slots of its own, so calls waiting for their
+// answers never hold the answers up. What is written
 // is compacted onto one line and must be JSON-RPC: stdout carries nothing
 // else, ever. Every word of the bridge's own goes to stderr.
 //

@@ -39,6 +39,7 @@ const (
 	capRegion = "demo.region" // returns its arguments; region mirrored into Mcp-Param-Region
 	capSecret = "demo.secret" // refused at permission for every token
 	capChatty = "demo.chatty" // reports progress 1 and 2 of 2 and logs at info before it answers
+	capAsk    = "demo.ask"    // asks its caller's user for a name, and answers it
 )
 
 // platform is the provider behind the test capgate.
@@ -73,6 +74,15 @@ func (p *platform) Invoke(ctx context.Context, r dispatch.Request) (json.RawMess
 		return nil, ctx.Err()
 	case capFail:
 		return nil, &dispatch.ToolError{Code: dispatch.NotFound, Message: "booking b-404 does not exist"}
+	case capAsk:
+		if r.Input == nil || !slices.Contains(r.Input.CanAsk, dispatch.AskElicit) {
+			return nil, &dispatch.InputRequired{Missing: []string{"elicitation"}}
+		}
+		if a, ok := r.Input.Responses["name"]; ok {
+			return json.RawMessage(`{"answer":` + string(a) + `}`), nil
+		}
+		return nil, &dispatch.InputRequired{Requests: []dispatch.InputRequest{{Key: "name", Method: dispatch.AskElicit,
+			Params: json.RawMessage(`{"message":"Your name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}`)}}}
 	}
 	return r.Args, nil
 }
@@ -101,6 +111,7 @@ func startCapgate(t testing.TB, edit func(*server.Options)) *capgate {
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"opts":{"type":"object","properties":{"limit":{"type":"integer","x-mcp-header":"Limit"}}}}}`)},
 		{Name: capSecret, Description: "Never for you.", Kind: registry.Read, InputSchema: obj, Permission: "demo.secret"},
 		{Name: capChatty, Description: "Report progress, then answer.", Kind: registry.Read, InputSchema: obj},
+		{Name: capAsk, Description: "Ask the user's name.", Kind: registry.Read, InputSchema: obj},
 	} {
 		c.Pack, c.Plugin = "demo", "demo"
 		if c.Permission == "" {
