@@ -12,16 +12,25 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestPluginAsksGoSDK: the official Go SDK client at 2026-07-28 answers a
-// plugin's questions through capgate: probe.ask asks its user for a name
-// (an elicitation), then the client's model for a greeting (sampling), in
-// two rounds the client runs itself, each round a call through the whole
-// gate; a client without a sampling handler is asked the name alone, and
-// one without an elicitation handler is told what it lacks.
+// TestPluginAsksGoSDK: the official Go SDK client answers a plugin's
+// questions through capgate at every revision that can ask: probe.ask asks
+// its user for a name (an elicitation), then the client's model for a
+// greeting (sampling), each round a call through the whole gate. At
+// 2026-07-28 the client runs the rounds itself (input_required); before,
+// capgate sends each request on the call's event stream and the client
+// answers it in a POST of its own. A client without a sampling handler is
+// asked the name alone, and one without an elicitation handler is told
+// what it lacks.
 func TestPluginAsksGoSDK(t *testing.T) {
 	needE2E(t)
 	dir := t.TempDir()
 	h := startHostWith(t, dir, "{seed: demo}", withProbe(filepath.Join(dir, "capgate-plugin-probe")))
+	for _, ver := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
+		t.Run(ver, func(t *testing.T) { pluginAsksGoSDK(t, h, ver) })
+	}
+}
+
+func pluginAsksGoSDK(t *testing.T, h *host, ver string) {
 	var (
 		mu    sync.Mutex
 		asked []string
@@ -32,7 +41,7 @@ func TestPluginAsksGoSDK(t *testing.T) {
 		wire := &bearerTransport{token: tokenAlice}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "capgate-e2e-go", Version: "0.0.0"}, opts).Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint: h.url(), HTTPClient: &http.Client{Transport: wire}, DisableStandaloneSSE: true,
-		}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		}, &mcp.ClientSessionOptions{ProtocolVersion: ver})
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}
@@ -68,6 +77,14 @@ func TestPluginAsksGoSDK(t *testing.T) {
 
 	neither := connectWith(nil)
 	r := callTool(t, neither, "probe.ask", map[string]any{})
+	if ver != "2026-07-28" {
+		// No capabilities come with a call before 2026-07-28: the client
+		// is asked, answers that it does not elicit, and the call says so.
+		if !r.isError || !strings.Contains(r.text, "needs the client to support elicitation, which this client does not do") {
+			t.Fatalf("a client that cannot elicit: %+v; want a tool error naming elicitation", r)
+		}
+		return
+	}
 	if r.rpcErr == nil && r.sdkErr == nil {
 		t.Fatalf("a client that cannot elicit: %+v; want the missing capability", r)
 	}

@@ -68,10 +68,6 @@ func (e expectedFailure) key() string {
 
 // Reasons, and the messages that show them, shared by many entries.
 const (
-	askingOlder = "the fixture asks its client mid-call (sampling or elicitation) and the scenario runs at a revision " +
-		"before 2026-07-28, where asking is a request from the server on the call's event stream whose answer " +
-		"comes back in another POST: capgate asks only the 2026-07-28 way (input_required), so the ask fails " +
-		"and no request reaches the client"
 	subscriptions = "by design: a subscription delivers notifications/resources/updated later, on a standing " +
 		"stream of the client's session; capgate is stateless and keeps no session to deliver them on, so it does " +
 		"not declare resources.subscribe and answers the method -32601 method not found"
@@ -85,7 +81,6 @@ const (
 )
 
 var (
-	notAsked     = regexp.MustCompile(`Server did not request (elicitation|sampling) from client`)
 	noSuchMethod = func(method string) *regexp.Regexp {
 		return regexp.MustCompile(`method not found: ` + regexp.QuoteMeta(method) + `\b`)
 	}
@@ -98,10 +93,6 @@ var (
 // to pass, and why. Everything else the suite runs must pass.
 var conformanceExpectedFailures = []expectedFailure{
 	// Asking the client, where capgate cannot yet.
-	{scenario: "tools-call-sampling", reason: askingOlder, because: notAsked},
-	{scenario: "tools-call-elicitation", reason: askingOlder, because: notAsked},
-	{scenario: "elicitation-sep1034-defaults", reason: askingOlder, because: notAsked},
-	{scenario: "elicitation-sep1330-enums", reason: askingOlder, because: notAsked},
 	{scenario: "input-required-result-non-tool-request", reason: "a prompt cannot ask its client yet: prompts/get " +
 		"does not carry input_required (an ask while rendering fails), so the conformance plugin does not declare " +
 		"the asking prompt test_input_required_result_prompt", because: regexp.MustCompile(`unknown prompt "test_input_required_result_prompt"`)},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -462,8 +463,8 @@ func copyFile(t *testing.T, from, to string) {
 // passes the client's Host and Origin headers through unchanged, so the
 // host's DNS-rebinding checks see what the client sent.
 //
-// It buffers each exchange (capgate answers application/json only, never a
-// stream) and gives the upstream call a context of its own rather than the
+// It buffers each application/json exchange, relays an event stream as it
+// comes, and gives the upstream call a context of its own rather than the
 // client request's: net/http's server now and then cancels a keep-alive
 // request's context while its client is still there, and
 // httputil.ReverseProxy then cuts the response short, which the suite
@@ -495,6 +496,29 @@ func authProxy(t *testing.T, h *host, token string) *httptest.Server {
 			return
 		}
 		defer resp.Body.Close()
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+			// A call's stream is relayed as it comes: a call that asks
+			// its client waits on the stream for the answer.
+			dropHopByHop(resp.Header)
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(resp.StatusCode)
+			rc := http.NewResponseController(w)
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := resp.Body.Read(buf)
+				if n > 0 {
+					if _, werr := w.Write(buf[:n]); werr != nil {
+						return
+					}
+					_ = rc.Flush()
+				}
+				if err != nil {
+					return
+				}
+			}
+		}
 		answer, err := io.ReadAll(resp.Body)
 		if err != nil {
 			t.Logf("auth proxy: %s %s: reading the answer: %v", r.Method, r.URL, err)

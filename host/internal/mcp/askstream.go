@@ -28,10 +28,11 @@ import (
 //
 // These revisions carry no client capabilities in a request, and a
 // stateless server keeps none from initialize, so a call is told its
-// client can be asked whatever the revision has (askableBefore); a client
-// that cannot answers the request "method not found", and the next round
-// is told it cannot ask that, so the plugin goes on without the answer or
-// fails saying what the client lacks.
+// client can be asked whatever the revision has (askableBefore). A client
+// that does not answer a request but with an error (method not found, an
+// SDK's own "not supported", its user's refusal) is taken not to do it:
+// the next round is told it cannot ask that, so the plugin goes on without
+// the answer or fails saying what the client lacks, and what it said.
 
 // maxStreamRounds bounds the rounds one call may ask its client on its
 // stream: a plugin that asks without end gets a tool error, not a client
@@ -138,9 +139,8 @@ func (c *call) detach(id []byte) (context.Context, func()) {
 // askClient sends the requests of a round to the client on the call's
 // stream and waits for every answer, until the round's state lapses. It
 // returns the answers by the plugin's keys, and what the next round may
-// ask: without what the client answered it does not do. A client that
-// refused a request otherwise, or did not answer in time, ends the call
-// with a tool error.
+// ask: without what the client answered with an error. A client that did
+// not answer in time ends the call with a tool error.
 func (c *call) askClient(ctx context.Context, ni *dispatch.NeedsInput, canAsk []string) (map[string]json.RawMessage, []string, error) {
 	deadline := ni.ExpiresAt.Add(-answerMargin)
 	if ni.ExpiresAt.IsZero() || time.Until(deadline) <= 0 {
@@ -194,13 +194,12 @@ func (c *call) askClient(ctx context.Context, ni *dispatch.NeedsInput, canAsk []
 				responses[w.key] = a.Result
 				continue
 			}
-			if a.Error.Code == codeMethodNotFound {
-				// The client does not do this: the next round knows.
-				canAsk = slices.DeleteFunc(slices.Clone(canAsk), func(m string) bool { return m == w.method })
-				continue
-			}
-			return nil, canAsk, &dispatch.ToolError{Code: dispatch.Unavailable, Message: fmt.Sprintf(
-				"%s could not go on: its client answered %s with error %d: %s", ni.Capability, w.method, a.Error.Code, a.Error.Message)}
+			// Not answered: the client does not do this (method not
+			// found, or an SDK's own code for it), or would not now (its
+			// user refused). Either way the next round is told it cannot
+			// ask it, and goes on without or says what it lacks.
+			canAsk = slices.DeleteFunc(slices.Clone(canAsk), func(m string) bool { return m == w.method })
+			c.refusals = append(c.refusals, fmt.Sprintf("%s with error %d: %s", w.method, a.Error.Code, a.Error.Message))
 		case <-waitCtx.Done():
 			if ctx.Err() != nil {
 				return nil, canAsk, fmt.Errorf("waiting for the client of %s: %w", ni.Capability, ctx.Err())

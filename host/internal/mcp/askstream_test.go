@@ -246,34 +246,30 @@ func TestAskOnStream(t *testing.T) {
 	}
 }
 
-// A client that answers "method not found" does not do what was asked: the
-// next round is told it cannot ask it, and the plugin, which cannot go on
-// without, fails saying so.
-func TestAskOnStreamMethodNotFound(t *testing.T) {
-	f := newStreamAskFixture(t, time.Minute, nil, Options{})
-	s := f.call("Bearer alice", Version20250618, 1, map[string]any{})
-	id, _ := s.request("elicitation/create")
-	if status, _ := f.answer("Bearer alice", Version20250618, map[string]any{"id": id, "error": map[string]any{"code": -32601, "message": "Method not found"}}); status != http.StatusAccepted {
-		t.Fatalf("error answer: %d", status)
-	}
-	text := toolError(t, s.result())
-	if !strings.Contains(text, "needs the client to support elicitation, which this client does not do") {
-		t.Fatalf("result %q", text)
-	}
-}
-
-// A client that refuses a request otherwise ends the call with its reason.
-func TestAskOnStreamClientError(t *testing.T) {
-	f := newStreamAskFixture(t, time.Minute, nil, Options{})
-	s := f.call("Bearer alice", Version20251125, 1, map[string]any{})
-	id, _ := s.request("elicitation/create")
+// A client that answers a request with an error does not do it: the next
+// round is told it cannot ask it, and the plugin, which cannot go on
+// without, fails saying so, and what the client said. Clients say it
+// differently: method not found (the TypeScript SDK), the Go SDK's own
+// codes, a user's refusal.
+func TestAskOnStreamClientSaysNo(t *testing.T) {
 	long := strings.Repeat("no ", 500)
-	if status, _ := f.answer("Bearer alice", Version20251125, map[string]any{"id": id, "error": map[string]any{"code": -1, "message": "User rejected: " + long}}); status != http.StatusAccepted {
-		t.Fatalf("error answer: %d", status)
-	}
-	text := toolError(t, s.result())
-	if !strings.Contains(text, "its client answered elicitation/create with error -1: User rejected") || len(text) > 600 {
-		t.Fatalf("result %q, want the client's error, its message bounded", text)
+	for _, e := range []struct {
+		code int
+		msg  string
+	}{{-32601, "Method not found"}, {-32602, "client does not support elicitation"}, {-1, "User rejected: " + long}} {
+		t.Run(fmt.Sprint(e.code), func(t *testing.T) {
+			f := newStreamAskFixture(t, time.Minute, nil, Options{})
+			s := f.call("Bearer alice", Version20250618, 1, map[string]any{})
+			id, _ := s.request("elicitation/create")
+			if status, _ := f.answer("Bearer alice", Version20250618, map[string]any{"id": id, "error": map[string]any{"code": e.code, "message": e.msg}}); status != http.StatusAccepted {
+				t.Fatalf("error answer: %d", status)
+			}
+			text := toolError(t, s.result())
+			want := fmt.Sprintf("needs the client to support elicitation, which this client does not do (it answered elicitation/create with error %d: %.20s", e.code, e.msg)
+			if !strings.Contains(text, want) || len(text) > 600 {
+				t.Fatalf("result %q; want %q, bounded", text, want)
+			}
+		})
 	}
 }
 

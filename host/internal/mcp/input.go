@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -54,8 +55,12 @@ func (c *call) missingCapability(id []byte, mc *dispatch.MissingCapability, out 
 	if !c.ver.modern() {
 		if c.couldAsk(mc.Needs) {
 			// It was asked on the stream, or would have been: the client
-			// said it does not do this.
-			return http.StatusOK, c.errorResult(id, msg+", which this client does not do", out)
+			// said it does not do this, and how.
+			msg += ", which this client does not do"
+			if len(c.refusals) > 0 {
+				msg += " (it answered " + strings.Join(c.refusals, "; ") + ")"
+			}
+			return http.StatusOK, c.errorResult(id, msg, out)
 		}
 		return http.StatusOK, c.errorResult(id, msg+", which this client cannot offer over this protocol revision", out)
 	}

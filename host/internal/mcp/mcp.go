@@ -350,4 +350,7 @@ type call struct {
 	// connection once its task is created: nothing may be streamed to
 	// its client, which polls tasks/get instead.
 	inTask bool
+	// refusals are the errors a client answered a call's requests on its
+	// stream with, for the failure that may follow (askClient).
+	refusals []string
 }
