@@ -19,7 +19,8 @@ import (
 // replicaPair starts two capgate processes on different ports and data
 // directories that share one PostgreSQL database (the booking plugin's dsn)
 // and one JetStream stream, as two replicas behind a load balancer do.
-func replicaPair(t *testing.T) (r1, r2 *host) {
+// more edits each replica's config first, given its directory.
+func replicaPair(t *testing.T, more ...func(dir string) func(string) string) (r1, r2 *host) {
 	t.Helper()
 	needE2E(t)
 	pg := postgresBackend(t)
@@ -40,14 +41,20 @@ func replicaPair(t *testing.T) (r1, r2 *host) {
 	// and the host's own records on the shared database, as
 	// deploy/capgate-replica.yaml has them.
 	edit := func(cfg string) string {
-		cfg = strings.Replace(cfg, "packs: {booking: true, search: true}",
-			fmt.Sprintf("packs: {booking: true, search: true, events: true}\nevents: {nats_url: %q, stream: %s}\ndatabase: {dsn: %q}", url, stream, pg.dsn), 1)
-		return strings.Replace(cfg, "customer: [booking.read, booking.write, catalogue.read]",
-			"customer: [booking.read, booking.write, catalogue.read, events.read]", 1)
+		cfg = strings.Replace(cfg, "packs: {booking: true, search: true",
+			fmt.Sprintf("events: {nats_url: %q, stream: %s}\ndatabase: {dsn: %q}\npacks: {booking: true, search: true, events: true", url, stream, pg.dsn), 1)
+		return strings.Replace(cfg, "customer: [", "customer: [events.read, ", 1)
 	}
-	r1 = startHostWith(t, t.TempDir(), pg.bookingConfig, edit)
-	r2 = startHostWith(t, t.TempDir(), pg.bookingConfig, edit)
-	return r1, r2
+	start := func() *host {
+		dir := t.TempDir()
+		return startHostWith(t, dir, pg.bookingConfig, func(cfg string) string {
+			for _, m := range more {
+				cfg = m(dir)(cfg)
+			}
+			return edit(cfg)
+		})
+	}
+	return start(), start()
 }
 
 // freeSlot is a free slot of resource tomorrow, as r sees it.
