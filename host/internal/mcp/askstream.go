@@ -72,6 +72,9 @@ func (c *call) askableBefore() []string {
 // on its stream and, while the call asks, asks and runs it again; it
 // returns the outcome of the last round.
 func (c *call) askOnStream(id []byte, name string, args []byte, canAsk []string, wants dispatch.Wants, token []byte, res json.RawMessage, err error) (json.RawMessage, error) {
+	if err == nil {
+		return res, nil // the common case, at no cost
+	}
 	var ni *dispatch.NeedsInput
 	if !errors.As(err, &ni) {
 		return res, err

@@ -11,6 +11,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/capgate/capgate/host/internal/answers"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -32,16 +33,26 @@ func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
 func BenchmarkServe(b *testing.B) {
 	d := mcptest.NewEcho()
 	h := New(d, Options{Logger: slogTo(io.Discard)})
+	// As the host serves: with the relay that lets a call before
+	// 2026-07-28 ask its client on its stream, which every such call is
+	// told it may.
+	relay, err := answers.New(answers.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	asking := New(d, Options{Logger: slogTo(io.Discard), Answers: relay})
 	call := rpc{method: "tools/call", id: 1, params: map[string]any{"name": mcptest.EchoName, "arguments": map[string]any{"query": "widget"}}}
 	list := rpc{method: "tools/list", id: 1}
 	cases := []struct {
 		name string
+		h    *Handler
 		ver  string
 		msg  rpc
 	}{
-		{"tools/call@2025-06-18", Version20250618, call},
-		{"tools/call@2026-07-28", Version20260728, call},
-		{"tools/list@2025-06-18", Version20250618, list},
+		{"tools/call@2025-06-18", h, Version20250618, call},
+		{"tools/call@2025-06-18+answers", asking, Version20250618, call},
+		{"tools/call@2026-07-28", h, Version20260728, call},
+		{"tools/list@2025-06-18", h, Version20250618, list},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -55,7 +66,7 @@ func BenchmarkServe(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rd.Reset(body)
-				h.Serve(w, r, mcptest.Alice)
+				tc.h.Serve(w, r, mcptest.Alice)
 			}
 			if w.status != http.StatusOK {
 				b.Fatalf("status %d", w.status)
