@@ -42,6 +42,11 @@ import (
 // same call (capability and arguments), from the same caller, unaltered,
 // before it lapses, once.
 //
+// A prompt's Render asks the same way, with the Call it is given: the
+// same asks, rounds, SetRoundState and errors, its rounds sealed to the
+// prompt and its arguments. A Completer cannot ask: its asks return a
+// *CannotAskError.
+//
 // A client that did not declare what an ask needs (form elicitation,
 // sampling, roots), and a call nobody can be asked about (an approved
 // call, a nested call, a protocol revision that cannot ask), make the ask
@@ -193,7 +198,12 @@ type keptState struct {
 // newAsking reads what the host says a call may ask, nil when it may ask
 // nothing.
 func newAsking(req *capgatev1.InvokeRequest) *asking {
-	rs := req.GetRequestState()
+	return askingFor(req.GetRequestState(), req.GetInputResponses())
+}
+
+// askingFor reads a round as the host sends it, with a call or a prompt
+// to render: nil when the client may be asked nothing.
+func askingFor(rs *capgatev1.InputContext, responses map[string][]byte) *asking {
 	if rs == nil {
 		return nil
 	}
@@ -211,7 +221,7 @@ func newAsking(req *capgatev1.InvokeRequest) *asking {
 			a.own = k.Own
 		}
 	}
-	for k, v := range req.InputResponses {
+	for k, v := range responses {
 		a.answers[k] = v
 	}
 	return a

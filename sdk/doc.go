@@ -183,6 +183,10 @@
 // fails naming the capability the client would have to declare.
 // sdktest.Client.InvokeAsking answers a handler's asks in tests.
 //
+// A prompt's Render asks the same way, with the Call it is given, its
+// rounds sealed to the prompt and its arguments;
+// sdktest.Client.GetPromptAsking answers them in tests.
+//
 // # Traces
 //
 // When the host traces a call, the handler's context carries a span the

@@ -25,7 +25,10 @@ func (s *server) call(id string, pr *capgatev1.Principal) Call {
 }
 
 // GetPrompt renders a prompt for the caller the host admitted, on
-// arguments the host checked against the declaration.
+// arguments the host checked against the declaration. Render may ask its
+// caller's client (Call.Elicit, Sample, ListRoots), in rounds as a
+// tool's handler does: the asks left unanswered are the response's
+// input_required.
 func (s *server) GetPrompt(ctx context.Context, req *capgatev1.GetPromptRequest) (resp *capgatev1.GetPromptResponse, err error) {
 	if err := s.ready(); err != nil {
 		return nil, err
@@ -35,8 +38,16 @@ func (s *server) GetPrompt(ctx context.Context, req *capgatev1.GetPromptRequest)
 		return nil, status.Errorf(codes.NotFound, "plugin %s has no prompt %q", s.p.name, req.Name)
 	}
 	defer s.recoverInto(req.Name, &err)
-	msgs, err := pr.render(ctx, s.call(req.CallId, req.Principal), req.Arguments)
+	call := s.call(req.CallId, req.Principal)
+	call.asks = askingFor(req.GetRequestState(), req.GetInputResponses())
+	msgs, err := pr.render(ctx, call, req.Arguments)
 	if err != nil {
+		if ir, aerr := call.asks.inputRequired(err); ir != nil || aerr != nil {
+			if aerr != nil {
+				return nil, s.internal(req.Name, "", aerr)
+			}
+			return &capgatev1.GetPromptResponse{InputRequired: ir}, nil
+		}
 		if te, ok := asWireError(err); ok {
 			return &capgatev1.GetPromptResponse{Error: te}, nil
 		}

@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -123,5 +128,83 @@ func TestGoSDKTemplateCompletion(t *testing.T) {
 				t.Fatalf("unknown template: %v", err)
 			}
 		})
+	}
+}
+
+// TestGoSDKPromptAsks: a prompt that asks its client while it renders
+// (the conformance plugin's test_input_required_result_prompt, a real SDK
+// plugin), got with the official Go client: at 2026-07-28 the client runs
+// the rounds itself — it is asked the prompt's form once, through the
+// gate, and gets the prompt rendered with its answer; a client there
+// without an elicitation handler is told to declare elicitation (-32021);
+// at the older revisions, which cannot ask in rounds, the error names
+// what the prompt needs and where it can ask.
+func TestGoSDKPromptAsks(t *testing.T) {
+	needE2E(t)
+	dir := t.TempDir()
+	h := startHostWith(t, dir, "{seed: demo}", withConformance(filepath.Join(dir, "capgate-plugin-conformance")))
+	const prompt = "test_input_required_result_prompt"
+	var (
+		mu    sync.Mutex
+		asked []string
+	)
+	elicit := func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		mu.Lock()
+		asked = append(asked, r.Params.Message)
+		mu.Unlock()
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"context": "the e2e context"}}, nil
+	}
+	connectAsking := func(opts *mcp.ClientOptions) *session {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		wire := &bearerTransport{token: tokenAlice}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "capgate-e2e-go", Version: "0.0.0"}, opts).Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint: h.url(), HTTPClient: &http.Client{Transport: wire}, DisableStandaloneSSE: true,
+		}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return &session{ClientSession: cs, wire: wire}
+	}
+	wireError := func(s *session) *jsonrpc.Error {
+		var resp struct {
+			Error *jsonrpc.Error `json:"error"`
+		}
+		if json.Unmarshal(s.wire.lastBody(), &resp) != nil || resp.Error == nil {
+			t.Fatalf("no JSON-RPC error on the wire: %s", s.wire.lastBody())
+		}
+		return resp.Error
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	both := connectAsking(&mcp.ClientOptions{ElicitationHandler: elicit})
+	got, err := both.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt})
+	if err != nil {
+		t.Fatalf("prompts/get at 2026-07-28 with elicitation: %v", err)
+	}
+	text, ok := got.Messages[0].Content.(*mcp.TextContent)
+	if len(got.Messages) != 1 || !ok || text.Text != "Answer with this context: the e2e context" ||
+		strings.Join(asked, "|") != "What context should the prompt use?" {
+		t.Fatalf("got %+v after asking %q; want the prompt rendered with the one answer", got.Messages, asked)
+	}
+
+	neither := connectAsking(nil)
+	if _, err := neither.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt}); err == nil {
+		t.Fatal("a client that cannot elicit got the prompt")
+	}
+	if e := wireError(neither); e.Code != -32021 || !strings.Contains(string(e.Data), "elicitation") {
+		t.Fatalf("a client that cannot elicit: %d %s %s; want -32021 naming elicitation", e.Code, e.Message, e.Data)
+	}
+
+	for _, version := range protocolVersions[1:] {
+		old := connect(t, h, tokenAlice, version)
+		if _, err := old.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt}); err == nil {
+			t.Fatalf("@%s: the prompt rendered without its answer", version)
+		}
+		if e := wireError(old); e.Code != -32602 || !strings.Contains(e.Message, "needs the client to support elicitation") || !strings.Contains(e.Message, "2026-07-28") {
+			t.Fatalf("@%s: %d %s; want -32602 naming elicitation and 2026-07-28", version, e.Code, e.Message)
+		}
 	}
 }

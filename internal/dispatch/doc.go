@@ -76,7 +76,9 @@
 // answers *NeedsInput, and the client's answers come back with the same
 // call, which passes every step again before its state is opened, once
 // (a state it cannot accept is refused at StepInput). A call that needs
-// what the client did not declare fails with *MissingCapability.
+// what the client did not declare fails with *MissingCapability. A prompt
+// asks the same way while it renders (GetPrompt), its rounds sealed to the
+// principal, "prompts/get:<name>" and its arguments.
 //
 // Steps 1 to 6 do not depend on the arguments: Dispatcher.Allowed and
 // Dispatcher.Visible answer them alone, so a tools/list shows exactly the

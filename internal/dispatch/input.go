@@ -23,7 +23,8 @@ import (
 // same call again with the answers and the sealed state. Every round is a
 // new call through every step of the gate; only the sealed state links
 // them, and it comes back only with the same call, from the same caller,
-// unaltered, before it lapses, once.
+// unaltered, before it lapses, once. A prompt being rendered asks the
+// same way (GetPrompt, PromptRequest.Input).
 
 // Methods a call may ask its caller's client, as MCP names them.
 const (
@@ -181,6 +182,12 @@ var ErrNotInputState = errors.New("not the state of a round")
 // round before when it brings one; nil when the client can be asked
 // nothing. A state the gate cannot accept is refused at StepInput.
 func (d *Dispatcher) inputRound(ctx context.Context, e *registry.Entry, p Principal, args json.RawMessage, c *call) (*InputRound, error) {
+	return d.openRound(ctx, e.Name, Question{Principal: p, Capability: e.Name, Args: args}, c)
+}
+
+// openRound is inputRound for any call that may ask: name is what the
+// caller called, q what its rounds are sealed to.
+func (d *Dispatcher) openRound(ctx context.Context, name string, q Question, c *call) (*InputRound, error) {
 	in, ok := InputOf(ctx)
 	if !ok {
 		return nil, nil
@@ -193,17 +200,17 @@ func (d *Dispatcher) inputRound(ctx context.Context, e *registry.Entry, p Princi
 		return r, nil
 	}
 	if d.inputs == nil {
-		return nil, &Refusal{Step: StepInput, Capability: e.Name, Reason: "this server keeps no rounds, so it made no such state; call again without it"}
+		return nil, &Refusal{Step: StepInput, Capability: name, Reason: "this server keeps no rounds, so it made no such state; call again without it"}
 	}
-	st, err := d.inputs.OpenInput(ctx, cf.State, Question{Principal: p, Capability: e.Name, Args: args})
+	st, err := d.inputs.OpenInput(ctx, cf.State, q)
 	switch {
 	case errors.Is(err, ErrNotInputState):
 		// The gate's own question's state: the risk step opens it.
 		return r, nil
 	case errors.Is(err, ErrConfirmationState):
-		return nil, &Refusal{Step: StepInput, Capability: e.Name, Reason: err.Error()}
+		return nil, &Refusal{Step: StepInput, Capability: name, Reason: err.Error()}
 	case err != nil:
-		return nil, fmt.Errorf("open the state of %s's round: %w", e.Name, err)
+		return nil, fmt.Errorf("open the state of %s's round: %w", name, err)
 	}
 	r.State, r.Round = st.Plugin, st.Round
 	c.inputID = st.ID
@@ -217,36 +224,43 @@ func (d *Dispatcher) inputRound(ctx context.Context, e *registry.Entry, p Princi
 // requests checked against what the client can answer and the bounds, the
 // state sealed to this call.
 func (d *Dispatcher) asked(ctx context.Context, e *registry.Entry, req Request, ir *InputRequired, c *call) error {
+	q := Question{Principal: req.Principal, Capability: e.Name, Args: req.Args}
+	return d.sealRound(ctx, e.Name, e.Plugin, q, req.Input, ir, c)
+}
+
+// sealRound is asked for any call that may ask: name and plugin say what
+// was called and who answers it, q what the round is sealed to, round
+// what the provider was given.
+func (d *Dispatcher) sealRound(ctx context.Context, name, plugin string, q Question, round *InputRound, ir *InputRequired, c *call) error {
 	if len(ir.Missing) > 0 {
 		needs := slices.Clone(ir.Missing)
 		for _, n := range needs {
 			if n != "elicitation" && n != "sampling" && n != "roots" {
-				return fmt.Errorf("plugin %q: %s: needs client capability %q, which MCP does not have", e.Plugin, e.Name, shorten(n))
+				return fmt.Errorf("plugin %q: %s: needs client capability %q, which MCP does not have", plugin, name, shorten(n))
 			}
 		}
 		slices.Sort(needs)
-		return &MissingCapability{Capability: e.Name, Needs: slices.Compact(needs)}
+		return &MissingCapability{Capability: name, Needs: slices.Compact(needs)}
 	}
-	if req.Input == nil {
-		return fmt.Errorf("plugin %q: %s asked its caller's client, which cannot be asked", e.Plugin, e.Name)
+	if round == nil {
+		return fmt.Errorf("plugin %q: %s asked its caller's client, which cannot be asked", plugin, name)
 	}
 	if d.inputs == nil {
-		return fmt.Errorf("%s asked its caller's client, and this server cannot seal a round", e.Name)
+		return fmt.Errorf("%s asked its caller's client, and this server cannot seal a round", name)
 	}
-	if err := checkRequests(ir, req.Input.CanAsk); err != nil {
-		return fmt.Errorf("plugin %q: %s: %w", e.Plugin, e.Name, err)
+	if err := checkRequests(ir, round.CanAsk); err != nil {
+		return fmt.Errorf("plugin %q: %s: %w", plugin, name, err)
 	}
-	st := InputState{Plugin: ir.State, Round: req.Input.Round + 1}
+	st := InputState{Plugin: ir.State, Round: round.Round + 1}
 	if c.confirmed {
 		st.Confirmed = c.confirmID
 	}
-	q := Question{Principal: req.Principal, Capability: e.Name, Args: req.Args}
 	state, st, err := d.inputs.SealInput(ctx, q, st)
 	if err != nil {
-		return fmt.Errorf("seal the round of %s: %w", e.Name, err)
+		return fmt.Errorf("seal the round of %s: %w", name, err)
 	}
 	c.inputID, c.inputAsked = st.ID, true
-	return &NeedsInput{Capability: e.Name, ID: st.ID, Requests: ir.Requests, State: state, ExpiresAt: st.ExpiresAt}
+	return &NeedsInput{Capability: name, ID: st.ID, Requests: ir.Requests, State: state, ExpiresAt: st.ExpiresAt}
 }
 
 // checkRequests holds a provider's requests to the contract: a few, each

@@ -41,6 +41,11 @@ type PromptRequest struct {
 	Args   map[string]string
 	CallID string
 	Origin Origin
+	// Input, when set, is what the provider may ask the caller's client
+	// while it renders, and the client's answers to the round before, as
+	// Request.Input for a call; the provider answers *InputRequired to ask.
+	// Nil when the client can be asked nothing.
+	Input *InputRound
 }
 
 // CompleteRequest asks the provider of a prompt (or of a resource
@@ -131,10 +136,15 @@ func (d *Dispatcher) prompt(ctx context.Context, p Principal, name string, rec *
 
 // GetPrompt is the gate for rendering a prompt: the steps a read
 // capability of the prompt's pack and permission passes, the arguments
-// checked against the declaration, then the providing plugin. A prompt p
-// may not see is ErrUnknownPrompt; bad arguments are a *ToolError
-// (InvalidInput); a rate limit is a *Refusal. With an auditor the call
-// leaves a Decision named "prompts/get:<name>".
+// checked against the declaration, the state of the round before opened
+// when the call brings one (refused at StepInput when the gate cannot
+// accept it, as for a call), then the providing plugin. A prompt p may
+// not see is ErrUnknownPrompt; bad arguments are a *ToolError
+// (InvalidInput); a rate limit is a *Refusal. A provider that asks its
+// caller's client (*InputRequired) makes it *NeedsInput, its state sealed
+// to this rendering, or *MissingCapability. With an auditor the call
+// leaves a Decision named "prompts/get:<name>", naming its round as a
+// call's does.
 func (d *Dispatcher) GetPrompt(ctx context.Context, p Principal, name string, args map[string]string) (res PromptResult, err error) {
 	rec := d.startRecord(ctx, "prompts/get", name, args)
 	defer func() { err = d.endRecord(rec, p, err) }()
@@ -148,14 +158,39 @@ func (d *Dispatcher) GetPrompt(ctx context.Context, p Principal, name string, ar
 	if args == nil {
 		args = map[string]string{}
 	}
-	res, err = pp.GetPrompt(ctx, PromptRequest{Principal: p, Prompt: pr.Name, Args: args, CallID: rec.id, Origin: rec.origin})
+	q, err := promptQuestion(p, pr.Name, args)
 	if err != nil {
+		return PromptResult{}, err
+	}
+	round, err := d.openRound(ctx, pr.Name, q, &rec.round)
+	if err != nil {
+		return PromptResult{}, err
+	}
+	res, err = pp.GetPrompt(ctx, PromptRequest{Principal: p, Prompt: pr.Name, Args: args, CallID: rec.id, Origin: rec.origin, Input: round})
+	if err != nil {
+		var ir *InputRequired
+		if errors.As(err, &ir) {
+			return PromptResult{}, d.sealRound(ctx, pr.Name, pr.Plugin, q, round, ir, &rec.round)
+		}
 		return PromptResult{}, err
 	}
 	if err := checkPromptResult(&res); err != nil {
 		return PromptResult{}, fmt.Errorf("plugin %q: prompt %s: %w", pr.Plugin, pr.Name, err)
 	}
 	return res, nil
+}
+
+// promptQuestion is what a prompt's rounds are sealed to: the principal,
+// the prompt under the name its audit record takes ("prompts/get:<name>",
+// which no capability can have, so a round of a prompt never opens as
+// one of a call), and its arguments in one canonical form (a JSON object,
+// its keys sorted).
+func promptQuestion(p Principal, name string, args map[string]string) (Question, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return Question{}, fmt.Errorf("prompt %s: encode its arguments: %w", name, err)
+	}
+	return Question{Principal: p, Capability: "prompts/get:" + name, Args: raw}, nil
 }
 
 // checkPromptResult refuses what no client could be given: no messages,
@@ -257,6 +292,9 @@ type promptRecord struct {
 	args             map[string]string
 	plugin           string
 	refusal          *Refusal
+	// round is what the gate learns of the rendering's round, as of a
+	// call's (its input fields alone).
+	round call
 }
 
 func (d *Dispatcher) startRecord(ctx context.Context, method, name string, args map[string]string) *promptRecord {
@@ -284,7 +322,12 @@ func (d *Dispatcher) endRecord(rec *promptRecord, p Principal, err error) error 
 		ID: rec.id, Origin: rec.origin, Time: rec.start, Latency: time.Since(rec.start), Principal: p,
 		Capability: rec.method + ":" + rec.name, Plugin: rec.plugin, Args: args,
 	}
-	var te *ToolError
+	switch {
+	case rec.round.inputAsked:
+		dec.ApprovalID, dec.AskedClient = rec.round.inputID, true
+	case rec.round.inputID != "":
+		dec.ApprovalID = rec.round.inputID
+	}
 	switch {
 	case err == nil:
 	case rec.refusal != nil:
@@ -292,11 +335,10 @@ func (d *Dispatcher) endRecord(rec *promptRecord, p Principal, err error) error 
 	case errors.Is(err, ErrUnknownPrompt), errors.Is(err, ErrUnknownResourceTemplate):
 		dec.Plugin = ""
 		dec.Refusal = &Refusal{Step: StepUnknown, Capability: dec.Capability, Reason: "no plugin provides this"}
-	case errors.As(err, &te):
-		dec.Err = te
 	default:
-		err = &InternalError{Ref: dec.ID, Err: err}
-		dec.Err = err
+		// As a call's: a refusal (at StepInput), a question for the
+		// client, a missing capability, a tool error, or internal.
+		err = classify(&dec, err)
 	}
 	d.auditor.Record(dec)
 	return err

@@ -53,14 +53,8 @@ func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Reque
 	if r.CheckOwner {
 		req.OwnerCheck = &capgatev1.OwnerCheck{UserId: r.Principal.UserID, Only: ownerOnly}
 	}
-	if in := r.Input; in != nil && !ownerOnly {
-		req.RequestState = &capgatev1.InputContext{CanAsk: in.CanAsk, State: in.State, Round: uint32(in.Round)}
-		if len(in.Responses) > 0 {
-			req.InputResponses = make(map[string][]byte, len(in.Responses))
-			for k, v := range in.Responses {
-				req.InputResponses[k] = v
-			}
-		}
+	if !ownerOnly {
+		req.RequestState, req.InputResponses = inputContext(r.Input)
 	}
 	var notices dispatch.Notices
 	if !ownerOnly {
@@ -107,6 +101,25 @@ func (c *CallStream) invoke(ctx context.Context, callID string, r dispatch.Reque
 		}
 	}
 	return out.Result, spans, nil
+}
+
+// inputContext is a round as the contract carries it to the plugin (a
+// call's or a prompt's): what the client can be asked with the state kept
+// the round before, and the client's answers. Nil when the client can be
+// asked nothing.
+func inputContext(in *dispatch.InputRound) (*capgatev1.InputContext, map[string][]byte) {
+	if in == nil {
+		return nil, nil
+	}
+	rs := &capgatev1.InputContext{CanAsk: in.CanAsk, State: in.State, Round: uint32(min(max(in.Round, 0), 1<<31))}
+	if len(in.Responses) == 0 {
+		return rs, nil
+	}
+	answers := make(map[string][]byte, len(in.Responses))
+	for k, v := range in.Responses {
+		answers[k] = v
+	}
+	return rs, answers
 }
 
 // InputRequired is a plugin's request for its caller's client's answers

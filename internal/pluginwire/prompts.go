@@ -31,17 +31,23 @@ func principal(p dispatch.Principal) *capgatev1.Principal {
 
 // GetPrompt asks the plugin behind rpc to render an admitted prompt under
 // callID, and translates its answer: the messages, checked as content
-// blocks the host can render, or a *dispatch.ToolError. Any other error is
-// the link's.
+// blocks the host can render, a *dispatch.ToolError, or the plugin's
+// *dispatch.InputRequired (whether it may ask, and what, is the gate's to
+// judge). Any other error is the link's.
 func GetPrompt(ctx context.Context, rpc capgatev1.PluginServiceClient, callID string, r dispatch.PromptRequest, traceContext map[string]string) (dispatch.PromptResult, error) {
-	resp, err := rpc.GetPrompt(ctx, &capgatev1.GetPromptRequest{
+	req := &capgatev1.GetPromptRequest{
 		Principal: principal(r.Principal), Name: r.Prompt, Arguments: r.Args, CallId: callID, TraceContext: traceContext,
-	})
+	}
+	req.RequestState, req.InputResponses = inputContext(r.Input)
+	resp, err := rpc.GetPrompt(ctx, req)
 	if err != nil {
 		return dispatch.PromptResult{}, err
 	}
 	if e := resp.GetError(); e != nil {
 		return dispatch.PromptResult{}, ToolError(e)
+	}
+	if ir := resp.GetInputRequired(); ir != nil {
+		return dispatch.PromptResult{}, InputRequired(ir)
 	}
 	res := dispatch.PromptResult{Description: resp.GetDescription(), Messages: make([]dispatch.PromptMessage, len(resp.GetMessages()))}
 	for i, m := range resp.GetMessages() {

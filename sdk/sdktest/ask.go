@@ -20,8 +20,9 @@ const (
 	ListRoots = dispatch.AskRoots
 )
 
-// Asking is a client that answers what a capability asks mid-call
-// (sdk.Call.Elicit, Sample, ListRoots), for InvokeAsking.
+// Asking is a client that answers what a capability asks mid-call, or a
+// prompt while it renders (sdk.Call.Elicit, Sample, ListRoots), for
+// InvokeAsking and GetPromptAsking.
 type Asking struct {
 	// CanAsk lists the methods the client declares: Elicit, Sample,
 	// ListRoots.
@@ -54,6 +55,21 @@ func (c *Client) InvokeAsking(ctx context.Context, capability string, pr sdk.Pri
 		return nil, 0, err
 	}
 	gateP := dispatch.Principal{Token: "sdktest", Role: pr.Role, Scope: dispatch.Scope(pr.Scope), UserID: pr.UserID}
+	var res json.RawMessage
+	n, err := a.run(ctx, capability, func(ctx context.Context) (err error) {
+		res, err = c.host.invokeGate(ctx, gateP, capability, raw, 0)
+		return err
+	})
+	if err != nil {
+		return nil, n, fromGate(capability, err)
+	}
+	return res, n, nil
+}
+
+// run sends one call (send, through the gate) in as many rounds as it
+// asks, a answering each round's requests: the call's outcome in the
+// gate's terms, a *MissingCapabilityError, or why the rounds stopped.
+func (a Asking) run(ctx context.Context, what string, send func(context.Context) error) (int, error) {
 	maxRounds := a.MaxRounds
 	if maxRounds <= 0 {
 		maxRounds = 10
@@ -67,7 +83,7 @@ func (c *Client) InvokeAsking(ctx context.Context, capability string, pr sdk.Pri
 		if state != "" {
 			rctx = dispatch.WithConfirmation(rctx, dispatch.Confirmation{State: state})
 		}
-		res, err := c.host.invokeGate(rctx, gateP, capability, raw, 0)
+		err := send(rctx)
 		var (
 			ni *dispatch.NeedsInput
 			mc *dispatch.MissingCapability
@@ -75,27 +91,27 @@ func (c *Client) InvokeAsking(ctx context.Context, capability string, pr sdk.Pri
 		switch {
 		case errors.As(err, &ni):
 		case errors.As(err, &mc):
-			return nil, round, &MissingCapabilityError{Needs: mc.Needs}
+			return round, &MissingCapabilityError{Needs: mc.Needs}
 		default:
-			return res, round, fromGate(capability, err)
+			return round, err
 		}
 		if a.Answer == nil {
-			return nil, round, fmt.Errorf("%s asked %d requests and the test answers none", capability, len(ni.Requests))
+			return round, fmt.Errorf("%s asked %d requests and the test answers none", what, len(ni.Requests))
 		}
 		state, responses = ni.State, map[string]json.RawMessage{}
 		for _, r := range ni.Requests {
 			ans, err := a.Answer(r.Key, r.Method, r.Params)
 			if err != nil {
-				return nil, round, err
+				return round, err
 			}
 			b, err := json.Marshal(ans)
 			if err != nil {
-				return nil, round, fmt.Errorf("answer %q: %w", r.Key, err)
+				return round, fmt.Errorf("answer %q: %w", r.Key, err)
 			}
 			responses[r.Key] = b
 		}
 	}
-	return nil, maxRounds, fmt.Errorf("%s still asked after %d rounds", capability, maxRounds)
+	return maxRounds, fmt.Errorf("%s still asked after %d rounds", what, maxRounds)
 }
 
 // sealer keeps the rounds' states in memory, each bound to its call and

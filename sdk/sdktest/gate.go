@@ -94,10 +94,14 @@ func fromGate(capability string, err error) error {
 	var (
 		r  *dispatch.Refusal
 		te *dispatch.ToolError
+		mc *dispatch.MissingCapability
 	)
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &mc):
+		// Asked of a client that declared nothing it needs.
+		return &MissingCapabilityError{Needs: mc.Needs}
 	case errors.As(err, &r):
 		return &sdk.RefusedError{Capability: r.Capability, Step: sdk.Step(r.Step), Reason: r.Reason}
 	case errors.As(err, &te):

@@ -37,7 +37,9 @@ type Completion struct {
 
 // GetPrompt renders prompt name for pr with args through the host's gate,
 // as prompts/get does. A prompt pr may not get is ErrUnknownPrompt, bad
-// arguments an *sdk.Error (CodeInvalidInput).
+// arguments an *sdk.Error (CodeInvalidInput). The client can be asked
+// nothing, as at a revision that cannot ask: a prompt that must ask
+// fails with a *MissingCapabilityError (GetPromptAsking answers it).
 func (c *Client) GetPrompt(ctx context.Context, name string, pr sdk.Principal, args map[string]string) ([]PromptMessage, error) {
 	gate, err := c.host.gateFor(pr.Role)
 	if err != nil {
@@ -47,6 +49,32 @@ func (c *Client) GetPrompt(ctx context.Context, name string, pr sdk.Principal, a
 	if err != nil {
 		return nil, promptError(name, err)
 	}
+	return promptMessages(res), nil
+}
+
+// GetPromptAsking is GetPrompt from a client that can be asked, as
+// InvokeAsking is Invoke: each round the prompt asks, a is asked every
+// request and the prompt is got again, through the whole gate, with the
+// answers and the state sealed the round before. It returns the messages
+// and how many rounds it took (1 when nothing was asked).
+func (c *Client) GetPromptAsking(ctx context.Context, name string, pr sdk.Principal, args map[string]string, a Asking) ([]PromptMessage, int, error) {
+	gate, err := c.host.gateFor(pr.Role)
+	if err != nil {
+		return nil, 0, err
+	}
+	var res dispatch.PromptResult
+	n, err := a.run(ctx, name, func(ctx context.Context) (err error) {
+		res, err = gate.GetPrompt(ctx, principal(pr), name, args)
+		return err
+	})
+	if err != nil {
+		return nil, n, promptError(name, err)
+	}
+	return promptMessages(res), n, nil
+}
+
+// promptMessages flattens a rendered prompt for tests.
+func promptMessages(res dispatch.PromptResult) []PromptMessage {
 	out := make([]PromptMessage, len(res.Messages))
 	for i, m := range res.Messages {
 		b := m.Content
@@ -65,7 +93,7 @@ func (c *Client) GetPrompt(ctx context.Context, name string, pr sdk.Principal, a
 		}
 		out[i] = pm
 	}
-	return out, nil
+	return out
 }
 
 // Complete asks for suggestions for argument of prompt name, as

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/capgate/capgate/sdk"
@@ -208,5 +209,135 @@ func TestAddPromptPanics(t *testing.T) {
 			}()
 			f(sdk.New("x", "1"))
 		}()
+	}
+}
+
+type planArgs struct {
+	Trip string `json:"trip" jsonschema:"where to" capgate:"maxLength=40"`
+}
+
+// planPlugin's prompt asks in turn while it renders: its user for the
+// travellers (a form), then, with what it kept, the client's model for a
+// packing list; trips.quick goes on without the model when the client
+// has none.
+func planPlugin(renders *atomic.Int32) *sdk.Plugin {
+	p := sdk.New("trips", "1")
+	sdk.AddPrompt(p, sdk.Prompt[planArgs]{
+		Name: "trips.plan", Description: "plan a trip, asking who goes", Permission: "trips.read",
+		Render: func(ctx context.Context, call sdk.Call, in planArgs) ([]sdk.PromptMessage, error) {
+			renders.Add(1)
+			who, err := call.Elicit(ctx, "travellers", sdk.FormFor[struct {
+				Who string `json:"who"`
+			}]("Who is going to "+in.Trip+"?"))
+			if err != nil {
+				return nil, err
+			}
+			if !who.Accepted() {
+				return []sdk.PromptMessage{sdk.UserSays(sdk.Text("Plan a trip to " + in.Trip + " for me"))}, nil
+			}
+			kept := string(call.RoundState())
+			call.SetRoundState([]byte("asked the model"))
+			list, err := call.Sample(ctx, "packing", sdk.SamplingRequest{MaxTokens: 50,
+				Messages: []sdk.SamplingMessage{{Role: "user", Text: "What to pack for " + in.Trip + "?"}}})
+			if err != nil {
+				return nil, err
+			}
+			return []sdk.PromptMessage{
+				sdk.UserSays(sdk.Text("Plan a trip to " + in.Trip + " for " + string(who.Content))),
+				sdk.AssistantSays(sdk.Text("Pack: " + list.Text + " (" + kept + ")")),
+			}, nil
+		},
+	})
+	sdk.AddPrompt(p, sdk.Prompt[struct{}]{
+		Name: "trips.quick", Description: "a quick plan, the model's idea when there is one", Permission: "trips.read",
+		Render: func(ctx context.Context, call sdk.Call, _ struct{}) ([]sdk.PromptMessage, error) {
+			idea := "anywhere"
+			s, err := call.Sample(ctx, "idea", sdk.SamplingRequest{MaxTokens: 10, Messages: []sdk.SamplingMessage{{Role: "user", Text: "Where to?"}}})
+			var cannot *sdk.CannotAskError
+			switch {
+			case errors.As(err, &cannot):
+			case err != nil:
+				return nil, err
+			default:
+				idea = s.Text
+			}
+			return []sdk.PromptMessage{sdk.UserSays(sdk.Text("Go " + idea))}, nil
+		},
+	})
+	return p
+}
+
+// TestPromptAsks: a prompt's Render asks its caller's client as a
+// handler does: the form, then (its answer kept) the model, each round a
+// prompts/get through the whole gate with the state sealed the round
+// before, Render running once a round; a declined form reaches it; a
+// client that cannot be asked makes it fail naming what it lacks, or go
+// on without; a caller who may not get the prompt is never asked.
+func TestPromptAsks(t *testing.T) {
+	ctx := context.Background()
+	h := sdktest.NewHost(t)
+	h.Roles = map[string][]string{"traveller": {"trips.read"}, "nobody": nil}
+	var renders atomic.Int32
+	c, err := h.Add(planPlugin(&renders), nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	alice := sdk.Principal{Role: "traveller", Scope: sdk.ScopeRead, UserID: "alice"}
+	var asked []string
+	client := sdktest.Asking{CanAsk: []string{sdktest.Elicit, sdktest.Sample}, Answer: func(key, method string, params json.RawMessage) (any, error) {
+		asked = append(asked, key+"="+method+":"+string(params))
+		if method == sdktest.Elicit {
+			return map[string]any{"action": "accept", "content": map[string]any{"who": "Ada"}}, nil
+		}
+		return map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": "boots"}}, nil
+	}}
+	msgs, rounds, err := c.GetPromptAsking(ctx, "trips.plan", alice, map[string]string{"trip": "Oslo"}, client)
+	if err != nil || rounds != 3 || renders.Load() != 3 {
+		t.Fatalf("%+v %v after %d rounds, %d renders; want 3 of each", msgs, err, rounds, renders.Load())
+	}
+	if len(msgs) != 2 || msgs[0].Text != `Plan a trip to Oslo for {"who":"Ada"}` || msgs[1].Role != sdk.Assistant || msgs[1].Text != "Pack: boots (asked the model)" {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if len(asked) != 2 || !strings.HasPrefix(asked[0], "travellers=elicitation/create:") || !strings.Contains(asked[0], `"Who is going to Oslo?"`) ||
+		!strings.Contains(asked[0], `"requestedSchema"`) || !strings.HasPrefix(asked[1], "packing=sampling/createMessage:") || !strings.Contains(asked[1], "Oslo") {
+		t.Fatalf("asked %q; want the form, then the model", asked)
+	}
+
+	// A declined form is the prompt's to render without.
+	declined := sdktest.Asking{CanAsk: client.CanAsk, Answer: func(string, string, json.RawMessage) (any, error) {
+		return map[string]any{"action": "decline"}, nil
+	}}
+	if msgs, rounds, err := c.GetPromptAsking(ctx, "trips.plan", alice, map[string]string{"trip": "Oslo"}, declined); err != nil || rounds != 2 || msgs[0].Text != "Plan a trip to Oslo for me" {
+		t.Fatalf("declined: %+v %v after %d rounds", msgs, err, rounds)
+	}
+
+	// A client that cannot answer what is asked: the prompt fails naming
+	// it, or goes on without.
+	var missing *sdktest.MissingCapabilityError
+	if _, err := c.GetPrompt(ctx, "trips.plan", alice, map[string]string{"trip": "Oslo"}); !errors.As(err, &missing) || strings.Join(missing.Needs, ",") != "elicitation" {
+		t.Fatalf("a client that can be asked nothing: %v; want elicitation missing", err)
+	}
+	formOnly := sdktest.Asking{CanAsk: []string{sdktest.Elicit}, Answer: client.Answer}
+	if _, _, err := c.GetPromptAsking(ctx, "trips.plan", alice, map[string]string{"trip": "Oslo"}, formOnly); !errors.As(err, &missing) || strings.Join(missing.Needs, ",") != "sampling" {
+		t.Fatalf("a client without a model: %v; want sampling missing", err)
+	}
+	if msgs, err := c.GetPrompt(ctx, "trips.quick", alice, nil); err != nil || msgs[0].Text != "Go anywhere" {
+		t.Fatalf("quick without a model: %+v %v", msgs, err)
+	}
+	if msgs, rounds, err := c.GetPromptAsking(ctx, "trips.quick", alice, nil, client); err != nil || rounds != 2 || msgs[0].Text != "Go boots" {
+		t.Fatalf("quick with a model: %+v %v after %d rounds", msgs, err, rounds)
+	}
+
+	// The gate's rules for prompts hold whatever the client can answer.
+	renders.Store(0)
+	nobody := sdk.Principal{Role: "nobody", Scope: sdk.ScopeRead, UserID: "carol"}
+	if _, _, err := c.GetPromptAsking(ctx, "trips.plan", nobody, map[string]string{"trip": "Oslo"}, client); !errors.Is(err, sdktest.ErrUnknownPrompt) || renders.Load() != 0 {
+		t.Fatalf("a caller who may not get it: %v, %d renders; want unknown, never rendered", err, renders.Load())
+	}
+	if _, _, err := c.GetPromptAsking(ctx, "trips.plan", alice, map[string]string{}, client); sdk.CodeOf(err) != sdk.CodeInvalidInput || renders.Load() != 0 {
+		t.Fatalf("without its argument: %v; want invalid input, never rendered", err)
 	}
 }

@@ -103,7 +103,9 @@
 //     -32602 "unknown prompt", the very answer for a name no plugin
 //     provides; arguments the caller got wrong (or a record the plugin does
 //     not find) are -32602 with the reason; a rate limit is tools/call's
-//     -32003;
+//     -32003; at 2026-07-28 a prompt may ask its client as a tools/call
+//     does (below), and before, a prompt that asks is -32602 saying what
+//     it needs;
 //   - completion/complete answers a prompt's argument through
 //     Dispatcher.CompletePrompt (an invisible prompt is unknown, as above),
 //     a plugin resource template's variable through
@@ -165,10 +167,11 @@
 // (elicitation/create in form mode, sampling/createMessage, roots/list)
 // made through the SDK. Either is an input_required result whose
 // inputRequests hold each request under its key and whose requestState
-// is the gate's sealed state; the client sends the same tools/call again
-// with inputResponses and the state, and the adapter hands both to the
-// gate (dispatch.WithConfirmation, dispatch.WithInput) with what the
-// client declared in _meta io.modelcontextprotocol/clientCapabilities.
+// is the gate's sealed state; the client sends the same tools/call (or
+// prompts/get, for a plugin's prompt that asks) again with inputResponses
+// and the state, and the adapter hands both to the gate
+// (dispatch.WithConfirmation, dispatch.WithInput) with what the client
+// declared in _meta io.modelcontextprotocol/clientCapabilities.
 // A state the gate does not accept is refused (-32003, step input or
 // risk); a malformed answer is -32602; a call that needs a capability the
 // client did not declare is -32021 with data.requiredCapabilities (HTTP

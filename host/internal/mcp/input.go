@@ -12,11 +12,35 @@ import (
 // Asking the client mid-call on the wire (2026-07-28): a plugin's requests
 // (dispatch.NeedsInput) are an input_required result whose inputRequests
 // hold each request under the plugin's key, with the gate's sealed state
-// as requestState; the client answers them and sends the tools/call again
-// with inputResponses and the state echoed (read by confirmationOf).
+// as requestState; the client answers them and sends the tools/call (or
+// prompts/get) again with inputResponses and the state echoed (read by
+// confirmationOf).
+
+// askingOf hands the gate what a 2026-07-28 prompts/get brings about
+// asking its client, as tools/call does: what the client declared in
+// _meta, its answers, and the state of the round before. Prompts have no
+// risk step, so the state goes as a round's alone. A non-empty result is
+// the invalid-params message to answer instead.
+func (c *call) askingOf(ps *params) string {
+	var rm requestMeta
+	if !parseMeta(ps.meta, &rm) {
+		return "invalid params: _meta must be an object"
+	}
+	cf, in, msg := confirmationOf(ps, &rm)
+	if msg != "" {
+		return msg
+	}
+	if cf.State != "" {
+		c.ctx = dispatch.WithConfirmation(c.ctx, dispatch.Confirmation{State: cf.State})
+	}
+	if len(in.CanAsk) > 0 || len(in.Responses) > 0 || cf.State != "" {
+		c.ctx = dispatch.WithInput(c.ctx, in)
+	}
+	return ""
+}
 
 // askForInput answers a call that asks its client as an input_required
-// result.
+// result: a tools/call's or a prompts/get's, the same shape.
 func (c *call) askForInput(id []byte, ni *dispatch.NeedsInput, out []byte) (int, []byte) {
 	c.h.log.LogAttrs(c.ctx, slog.LevelInfo, "mcp: asked the caller's client for input",
 		slog.String("capability", ni.Capability), slog.String("round", ni.ID), slog.Int("requests", len(ni.Requests)),
@@ -45,13 +69,7 @@ func (c *call) askForInput(id []byte, ni *dispatch.NeedsInput, out []byte) (int,
 // error, naming what to declare (HTTP 400, as the revision asks); before,
 // a tool error saying the same, as those revisions have no such error.
 func (c *call) missingCapability(id []byte, mc *dispatch.MissingCapability, out []byte) (int, []byte) {
-	msg := mc.Capability + " needs the client to support "
-	for i, n := range mc.Needs {
-		if i > 0 {
-			msg += " and "
-		}
-		msg += n
-	}
+	msg := needsClient(mc)
 	if !c.ver.modern() {
 		if c.couldAsk(mc.Needs) {
 			// It was asked on the stream, or would have been: the client
@@ -62,8 +80,30 @@ func (c *call) missingCapability(id []byte, mc *dispatch.MissingCapability, out 
 			}
 			return http.StatusOK, c.errorResult(id, msg, out)
 		}
-		return http.StatusOK, c.errorResult(id, msg+", which this client cannot offer over this protocol revision", out)
+		return http.StatusOK, c.errorResult(id, msg+cannotOffer, out)
 	}
+	return c.missingCapabilityError(id, mc, msg, out)
+}
+
+// cannotOffer ends what a call that needs its client to answer says
+// before 2026-07-28.
+const cannotOffer = ", which this client cannot offer over this protocol revision"
+
+// needsClient says what a call cannot go on without.
+func needsClient(mc *dispatch.MissingCapability) string {
+	msg := mc.Capability + " needs the client to support "
+	for i, n := range mc.Needs {
+		if i > 0 {
+			msg += " and "
+		}
+		msg += n
+	}
+	return msg
+}
+
+// missingCapabilityError is 2026-07-28's -32021 naming what to declare,
+// msg saying why.
+func (c *call) missingCapabilityError(id []byte, mc *dispatch.MissingCapability, msg string, out []byte) (int, []byte) {
 	out = appendErrorHead(out, id, codeMissingCapability, "missing required client capability: "+msg)
 	out = append(out, `,"data":{"requiredCapabilities":{`...)
 	for i, n := range mc.Needs {

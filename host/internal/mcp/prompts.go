@@ -58,7 +58,11 @@ func (c *call) appendPrompt(out []byte, p *registry.Prompt) []byte {
 }
 
 // promptsGet renders a prompt through Dispatcher.GetPrompt. A prompt the
-// caller may not get is answered exactly as one that does not exist.
+// caller may not get is answered exactly as one that does not exist. At
+// 2026-07-28 a prompt may ask its client while it renders, answered as a
+// tools/call that asks is (input_required, or -32021 for what the client
+// did not declare); before, which cannot ask in rounds, such a prompt is
+// -32602 saying what it needs.
 func (c *call) promptsGet(id []byte, ps *params, out []byte) (int, []byte) {
 	name, ok := decodeString(ps.name)
 	if !isString(ps.name) || !ok {
@@ -70,8 +74,26 @@ func (c *call) promptsGet(id []byte, ps *params, out []byte) (int, []byte) {
 			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: prompts/get arguments must be an object of strings")
 		}
 	}
+	if c.ver.modern() {
+		if msg := c.askingOf(ps); msg != "" {
+			return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
+		}
+	}
 	res, err := c.h.d.GetPrompt(c.ctx, c.p, name, args)
 	if err != nil {
+		var (
+			ni *dispatch.NeedsInput
+			mc *dispatch.MissingCapability
+		)
+		switch {
+		case errors.As(err, &ni):
+			return c.askForInput(id, ni, out)
+		case errors.As(err, &mc) && c.ver.modern():
+			return c.missingCapability(id, mc, out)
+		case errors.As(err, &mc):
+			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: "+needsClient(mc)+cannotOffer+
+				" ("+c.ver.String()+"); a prompt asks its client only at "+Version20260728)
+		}
 		return http.StatusOK, c.promptFailed(id, name, err, out)
 	}
 	out = appendResultHead(out, id)

@@ -46,7 +46,9 @@ func registerPrompts(reg *registry.Registry, s Spec, d *capgatev1.DescribeRespon
 var _ dispatch.PromptProvider = (*Plugin)(nil)
 
 // GetPrompt renders an admitted prompt in the plugin. While it renders,
-// the plugin may call back through the gate as the caller.
+// the plugin may call back through the gate as the caller, and may ask
+// its caller's client (r.Input): its *dispatch.InputRequired goes back to
+// the gate as is.
 func (p *Plugin) GetPrompt(ctx context.Context, r dispatch.PromptRequest) (dispatch.PromptResult, error) {
 	inst, id, done, err := p.beginSide(ctx, r.Principal, r.Origin, r.CallID)
 	if err != nil {
@@ -96,10 +98,14 @@ func (p *Plugin) beginSide(ctx context.Context, pr dispatch.Principal, origin di
 }
 
 // sideError is rpcError for a prompt or completion: a tool error is the
-// caller's, anything else the link's or the plugin's.
+// caller's and a request for input the gate's to judge; anything else is
+// the link's or the plugin's.
 func (p *Plugin) sideError(ctx context.Context, inst *instance, what, name string, err error) error {
-	var te *dispatch.ToolError
-	if errors.As(err, &te) {
+	var (
+		te *dispatch.ToolError
+		ir *dispatch.InputRequired
+	)
+	if errors.As(err, &te) || errors.As(err, &ir) {
 		return err
 	}
 	return p.rpcError(ctx, inst, what, name, err)

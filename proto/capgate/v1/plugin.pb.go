@@ -1531,7 +1531,15 @@ type GetPromptRequest struct {
 	TraceContext map[string]string `protobuf:"bytes,4,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// call_id identifies the rendering for host callbacks made meanwhile
 	// (HostService.Invoke acts as this caller), as InvokeRequest's.
-	CallId        string `protobuf:"bytes,5,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	CallId string `protobuf:"bytes,5,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// input_responses are the client's answers to what the prompt asked in
+	// the round before (GetPromptResponse.input_required), as
+	// InvokeRequest.input_responses.
+	InputResponses map[string][]byte `protobuf:"bytes,6,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// request_state is what the prompt may ask of the caller's client while
+	// it renders, and the state it kept from the round before, as
+	// InvokeRequest.request_state. Absent, the client can be asked nothing.
+	RequestState  *InputContext `protobuf:"bytes,7,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1601,13 +1609,32 @@ func (x *GetPromptRequest) GetCallId() string {
 	return ""
 }
 
+func (x *GetPromptRequest) GetInputResponses() map[string][]byte {
+	if x != nil {
+		return x.InputResponses
+	}
+	return nil
+}
+
+func (x *GetPromptRequest) GetRequestState() *InputContext {
+	if x != nil {
+		return x.RequestState
+	}
+	return nil
+}
+
 type GetPromptResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// description, when set, replaces the prompt's for this rendering.
 	Description string           `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
 	Messages    []*PromptMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	// error is a failure the caller can act on. messages is then empty.
-	Error         *ToolError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error *ToolError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// input_required says the prompt cannot be rendered until the caller's
+	// client answers, as InvokeResponse.input_required: requests only in
+	// answer to a request with request_state set, missing_capabilities in
+	// answer to any. messages is then empty.
+	InputRequired *InputRequired `protobuf:"bytes,4,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1659,6 +1686,13 @@ func (x *GetPromptResponse) GetMessages() []*PromptMessage {
 func (x *GetPromptResponse) GetError() *ToolError {
 	if x != nil {
 		return x.Error
+	}
+	return nil
+}
+
+func (x *GetPromptResponse) GetInputRequired() *InputRequired {
+	if x != nil {
+		return x.InputRequired
 	}
 	return nil
 }
@@ -2703,7 +2737,8 @@ func (x *InputContext) GetRound() uint32 {
 
 // InputRequired is a call that cannot finish until the caller's client
 // answers: nothing it would return is returned, and the client sends the
-// same call again with the answers (InvokeRequest.input_responses).
+// same call again with the answers (InvokeRequest.input_responses, or
+// GetPromptRequest.input_responses for a prompt being rendered).
 type InputRequired struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// requests are what the client is asked, keyed by names the plugin
@@ -4593,23 +4628,29 @@ const file_capgate_v1_plugin_proto_rawDesc = "" +
 	"\brequired\x18\x04 \x01(\bR\brequired\x12\x1c\n" +
 	"\tcompletes\x18\x05 \x01(\bR\tcompletes\x12\x1d\n" +
 	"\n" +
-	"max_length\x18\x06 \x01(\rR\tmaxLength\"\x93\x03\n" +
+	"max_length\x18\x06 \x01(\rR\tmaxLength\"\xf0\x04\n" +
 	"\x10GetPromptRequest\x123\n" +
 	"\tprincipal\x18\x01 \x01(\v2\x15.capgate.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12I\n" +
 	"\targuments\x18\x03 \x03(\v2+.capgate.v1.GetPromptRequest.ArgumentsEntryR\targuments\x12S\n" +
 	"\rtrace_context\x18\x04 \x03(\v2..capgate.v1.GetPromptRequest.TraceContextEntryR\ftraceContext\x12\x17\n" +
-	"\acall_id\x18\x05 \x01(\tR\x06callId\x1a<\n" +
+	"\acall_id\x18\x05 \x01(\tR\x06callId\x12Y\n" +
+	"\x0finput_responses\x18\x06 \x03(\v20.capgate.v1.GetPromptRequest.InputResponsesEntryR\x0einputResponses\x12=\n" +
+	"\rrequest_state\x18\a \x01(\v2\x18.capgate.v1.InputContextR\frequestState\x1a<\n" +
 	"\x0eArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13InputResponsesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xdb\x01\n" +
 	"\x11GetPromptResponse\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x125\n" +
 	"\bmessages\x18\x02 \x03(\v2\x19.capgate.v1.PromptMessageR\bmessages\x12+\n" +
-	"\x05error\x18\x03 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\"R\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.capgate.v1.ToolErrorR\x05error\x12@\n" +
+	"\x0einput_required\x18\x04 \x01(\v2\x19.capgate.v1.InputRequiredR\rinputRequired\"R\n" +
 	"\rPromptMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12-\n" +
 	"\acontent\x18\x02 \x01(\v2\x13.capgate.v1.ContentR\acontent\"\xf6\x03\n" +
@@ -4887,7 +4928,7 @@ func file_capgate_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_capgate_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_capgate_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_capgate_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                         // 0: capgate.v1.Kind
 	(TaskSupport)(0),                  // 1: capgate.v1.TaskSupport
@@ -4955,13 +4996,14 @@ var file_capgate_v1_plugin_proto_goTypes = []any{
 	nil,                               // 63: capgate.v1.ReadResourceRequest.TraceContextEntry
 	nil,                               // 64: capgate.v1.GetPromptRequest.ArgumentsEntry
 	nil,                               // 65: capgate.v1.GetPromptRequest.TraceContextEntry
-	nil,                               // 66: capgate.v1.CompleteRequest.ContextEntry
-	nil,                               // 67: capgate.v1.CompleteRequest.TraceContextEntry
-	nil,                               // 68: capgate.v1.InvokeRequest.TraceContextEntry
-	nil,                               // 69: capgate.v1.InvokeRequest.InputResponsesEntry
-	nil,                               // 70: capgate.v1.InputRequired.RequestsEntry
-	nil,                               // 71: capgate.v1.Document.FieldsEntry
-	nil,                               // 72: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	nil,                               // 66: capgate.v1.GetPromptRequest.InputResponsesEntry
+	nil,                               // 67: capgate.v1.CompleteRequest.ContextEntry
+	nil,                               // 68: capgate.v1.CompleteRequest.TraceContextEntry
+	nil,                               // 69: capgate.v1.InvokeRequest.TraceContextEntry
+	nil,                               // 70: capgate.v1.InvokeRequest.InputResponsesEntry
+	nil,                               // 71: capgate.v1.InputRequired.RequestsEntry
+	nil,                               // 72: capgate.v1.Document.FieldsEntry
+	nil,                               // 73: capgate.v1.HostServiceInvokeRequest.TraceContextEntry
 }
 var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	25, // 0: capgate.v1.DescribeResponse.capabilities:type_name -> capgate.v1.Capability
@@ -4982,84 +5024,87 @@ var file_capgate_v1_plugin_proto_depIdxs = []int32{
 	27, // 15: capgate.v1.GetPromptRequest.principal:type_name -> capgate.v1.Principal
 	64, // 16: capgate.v1.GetPromptRequest.arguments:type_name -> capgate.v1.GetPromptRequest.ArgumentsEntry
 	65, // 17: capgate.v1.GetPromptRequest.trace_context:type_name -> capgate.v1.GetPromptRequest.TraceContextEntry
-	21, // 18: capgate.v1.GetPromptResponse.messages:type_name -> capgate.v1.PromptMessage
-	37, // 19: capgate.v1.GetPromptResponse.error:type_name -> capgate.v1.ToolError
-	14, // 20: capgate.v1.PromptMessage.content:type_name -> capgate.v1.Content
-	27, // 21: capgate.v1.CompleteRequest.principal:type_name -> capgate.v1.Principal
-	66, // 22: capgate.v1.CompleteRequest.context:type_name -> capgate.v1.CompleteRequest.ContextEntry
-	67, // 23: capgate.v1.CompleteRequest.trace_context:type_name -> capgate.v1.CompleteRequest.TraceContextEntry
-	37, // 24: capgate.v1.CompleteResponse.error:type_name -> capgate.v1.ToolError
-	0,  // 25: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
-	2,  // 26: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
-	26, // 27: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
-	1,  // 28: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
-	27, // 29: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
-	35, // 30: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
-	68, // 31: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
-	29, // 32: capgate.v1.InvokeRequest.notices:type_name -> capgate.v1.Notices
-	69, // 33: capgate.v1.InvokeRequest.input_responses:type_name -> capgate.v1.InvokeRequest.InputResponsesEntry
-	32, // 34: capgate.v1.InvokeRequest.request_state:type_name -> capgate.v1.InputContext
-	3,  // 35: capgate.v1.Notices.log_level:type_name -> capgate.v1.LogLevel
-	3,  // 36: capgate.v1.LogMessage.level:type_name -> capgate.v1.LogLevel
-	70, // 37: capgate.v1.InputRequired.requests:type_name -> capgate.v1.InputRequired.RequestsEntry
-	37, // 38: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
-	61, // 39: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	14, // 40: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
-	33, // 41: capgate.v1.InvokeResponse.input_required:type_name -> capgate.v1.InputRequired
-	4,  // 42: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
-	28, // 43: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
-	43, // 44: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
-	36, // 45: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
-	45, // 46: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
-	30, // 47: capgate.v1.CallsResponse.progress:type_name -> capgate.v1.Progress
-	31, // 48: capgate.v1.CallsResponse.log:type_name -> capgate.v1.LogMessage
-	50, // 49: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
-	71, // 50: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
-	37, // 51: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
-	24, // 52: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
-	72, // 53: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
-	37, // 54: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
-	61, // 55: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
-	34, // 56: capgate.v1.InputRequired.RequestsEntry.value:type_name -> capgate.v1.InputRequest
-	5,  // 57: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
-	7,  // 58: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
-	42, // 59: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
-	46, // 60: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
-	48, // 61: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
-	51, // 62: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
-	11, // 63: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
-	19, // 64: capgate.v1.PluginService.GetPrompt:input_type -> capgate.v1.GetPromptRequest
-	22, // 65: capgate.v1.PluginService.Complete:input_type -> capgate.v1.CompleteRequest
-	38, // 66: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
-	40, // 67: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
-	53, // 68: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
-	48, // 69: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
-	51, // 70: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
-	55, // 71: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
-	57, // 72: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
-	59, // 73: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
-	6,  // 74: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
-	8,  // 75: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
-	44, // 76: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
-	47, // 77: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
-	49, // 78: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
-	52, // 79: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
-	12, // 80: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
-	20, // 81: capgate.v1.PluginService.GetPrompt:output_type -> capgate.v1.GetPromptResponse
-	23, // 82: capgate.v1.PluginService.Complete:output_type -> capgate.v1.CompleteResponse
-	39, // 83: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
-	41, // 84: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
-	54, // 85: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
-	49, // 86: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
-	52, // 87: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
-	56, // 88: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
-	58, // 89: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
-	60, // 90: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
-	74, // [74:91] is the sub-list for method output_type
-	57, // [57:74] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	66, // 18: capgate.v1.GetPromptRequest.input_responses:type_name -> capgate.v1.GetPromptRequest.InputResponsesEntry
+	32, // 19: capgate.v1.GetPromptRequest.request_state:type_name -> capgate.v1.InputContext
+	21, // 20: capgate.v1.GetPromptResponse.messages:type_name -> capgate.v1.PromptMessage
+	37, // 21: capgate.v1.GetPromptResponse.error:type_name -> capgate.v1.ToolError
+	33, // 22: capgate.v1.GetPromptResponse.input_required:type_name -> capgate.v1.InputRequired
+	14, // 23: capgate.v1.PromptMessage.content:type_name -> capgate.v1.Content
+	27, // 24: capgate.v1.CompleteRequest.principal:type_name -> capgate.v1.Principal
+	67, // 25: capgate.v1.CompleteRequest.context:type_name -> capgate.v1.CompleteRequest.ContextEntry
+	68, // 26: capgate.v1.CompleteRequest.trace_context:type_name -> capgate.v1.CompleteRequest.TraceContextEntry
+	37, // 27: capgate.v1.CompleteResponse.error:type_name -> capgate.v1.ToolError
+	0,  // 28: capgate.v1.Capability.kind:type_name -> capgate.v1.Kind
+	2,  // 29: capgate.v1.Capability.risk:type_name -> capgate.v1.Risk
+	26, // 30: capgate.v1.Capability.icons:type_name -> capgate.v1.Icon
+	1,  // 31: capgate.v1.Capability.task_support:type_name -> capgate.v1.TaskSupport
+	27, // 32: capgate.v1.InvokeRequest.principal:type_name -> capgate.v1.Principal
+	35, // 33: capgate.v1.InvokeRequest.owner_check:type_name -> capgate.v1.OwnerCheck
+	69, // 34: capgate.v1.InvokeRequest.trace_context:type_name -> capgate.v1.InvokeRequest.TraceContextEntry
+	29, // 35: capgate.v1.InvokeRequest.notices:type_name -> capgate.v1.Notices
+	70, // 36: capgate.v1.InvokeRequest.input_responses:type_name -> capgate.v1.InvokeRequest.InputResponsesEntry
+	32, // 37: capgate.v1.InvokeRequest.request_state:type_name -> capgate.v1.InputContext
+	3,  // 38: capgate.v1.Notices.log_level:type_name -> capgate.v1.LogLevel
+	3,  // 39: capgate.v1.LogMessage.level:type_name -> capgate.v1.LogLevel
+	71, // 40: capgate.v1.InputRequired.requests:type_name -> capgate.v1.InputRequired.RequestsEntry
+	37, // 41: capgate.v1.InvokeResponse.error:type_name -> capgate.v1.ToolError
+	61, // 42: capgate.v1.InvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	14, // 43: capgate.v1.InvokeResponse.content:type_name -> capgate.v1.Content
+	33, // 44: capgate.v1.InvokeResponse.input_required:type_name -> capgate.v1.InputRequired
+	4,  // 45: capgate.v1.ToolError.code:type_name -> capgate.v1.ToolError.Code
+	28, // 46: capgate.v1.CallsRequest.invoke:type_name -> capgate.v1.InvokeRequest
+	43, // 47: capgate.v1.CallsRequest.cancel:type_name -> capgate.v1.CancelCall
+	36, // 48: capgate.v1.CallsResponse.invoke:type_name -> capgate.v1.InvokeResponse
+	45, // 49: capgate.v1.CallsResponse.failure:type_name -> capgate.v1.CallFailure
+	30, // 50: capgate.v1.CallsResponse.progress:type_name -> capgate.v1.Progress
+	31, // 51: capgate.v1.CallsResponse.log:type_name -> capgate.v1.LogMessage
+	50, // 52: capgate.v1.DocumentsResponse.documents:type_name -> capgate.v1.Document
+	72, // 53: capgate.v1.Document.fields:type_name -> capgate.v1.Document.FieldsEntry
+	37, // 54: capgate.v1.RecordResponse.error:type_name -> capgate.v1.ToolError
+	24, // 55: capgate.v1.CatalogueResponse.entities:type_name -> capgate.v1.EntityType
+	73, // 56: capgate.v1.HostServiceInvokeRequest.trace_context:type_name -> capgate.v1.HostServiceInvokeRequest.TraceContextEntry
+	37, // 57: capgate.v1.HostServiceInvokeResponse.error:type_name -> capgate.v1.ToolError
+	61, // 58: capgate.v1.HostServiceInvokeResponse.refusal:type_name -> capgate.v1.Refusal
+	34, // 59: capgate.v1.InputRequired.RequestsEntry.value:type_name -> capgate.v1.InputRequest
+	5,  // 60: capgate.v1.PluginService.Configure:input_type -> capgate.v1.ConfigureRequest
+	7,  // 61: capgate.v1.PluginService.Describe:input_type -> capgate.v1.DescribeRequest
+	42, // 62: capgate.v1.PluginService.Calls:input_type -> capgate.v1.CallsRequest
+	46, // 63: capgate.v1.PluginService.Start:input_type -> capgate.v1.StartRequest
+	48, // 64: capgate.v1.PluginService.Documents:input_type -> capgate.v1.DocumentsRequest
+	51, // 65: capgate.v1.PluginService.Record:input_type -> capgate.v1.RecordRequest
+	11, // 66: capgate.v1.PluginService.ReadResource:input_type -> capgate.v1.ReadResourceRequest
+	19, // 67: capgate.v1.PluginService.GetPrompt:input_type -> capgate.v1.GetPromptRequest
+	22, // 68: capgate.v1.PluginService.Complete:input_type -> capgate.v1.CompleteRequest
+	38, // 69: capgate.v1.HostService.Ping:input_type -> capgate.v1.PingRequest
+	40, // 70: capgate.v1.HostService.Publish:input_type -> capgate.v1.PublishRequest
+	53, // 71: capgate.v1.HostService.Catalogue:input_type -> capgate.v1.CatalogueRequest
+	48, // 72: capgate.v1.HostService.Documents:input_type -> capgate.v1.DocumentsRequest
+	51, // 73: capgate.v1.HostService.Record:input_type -> capgate.v1.RecordRequest
+	55, // 74: capgate.v1.HostService.Bus:input_type -> capgate.v1.BusRequest
+	57, // 75: capgate.v1.HostService.Subscribe:input_type -> capgate.v1.SubscribeRequest
+	59, // 76: capgate.v1.HostService.Invoke:input_type -> capgate.v1.HostServiceInvokeRequest
+	6,  // 77: capgate.v1.PluginService.Configure:output_type -> capgate.v1.ConfigureResponse
+	8,  // 78: capgate.v1.PluginService.Describe:output_type -> capgate.v1.DescribeResponse
+	44, // 79: capgate.v1.PluginService.Calls:output_type -> capgate.v1.CallsResponse
+	47, // 80: capgate.v1.PluginService.Start:output_type -> capgate.v1.StartResponse
+	49, // 81: capgate.v1.PluginService.Documents:output_type -> capgate.v1.DocumentsResponse
+	52, // 82: capgate.v1.PluginService.Record:output_type -> capgate.v1.RecordResponse
+	12, // 83: capgate.v1.PluginService.ReadResource:output_type -> capgate.v1.ReadResourceResponse
+	20, // 84: capgate.v1.PluginService.GetPrompt:output_type -> capgate.v1.GetPromptResponse
+	23, // 85: capgate.v1.PluginService.Complete:output_type -> capgate.v1.CompleteResponse
+	39, // 86: capgate.v1.HostService.Ping:output_type -> capgate.v1.PingResponse
+	41, // 87: capgate.v1.HostService.Publish:output_type -> capgate.v1.PublishResponse
+	54, // 88: capgate.v1.HostService.Catalogue:output_type -> capgate.v1.CatalogueResponse
+	49, // 89: capgate.v1.HostService.Documents:output_type -> capgate.v1.DocumentsResponse
+	52, // 90: capgate.v1.HostService.Record:output_type -> capgate.v1.RecordResponse
+	56, // 91: capgate.v1.HostService.Bus:output_type -> capgate.v1.BusResponse
+	58, // 92: capgate.v1.HostService.Subscribe:output_type -> capgate.v1.BusEvent
+	60, // 93: capgate.v1.HostService.Invoke:output_type -> capgate.v1.HostServiceInvokeResponse
+	77, // [77:94] is the sub-list for method output_type
+	60, // [60:77] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_capgate_v1_plugin_proto_init() }
@@ -5101,7 +5146,7 @@ func file_capgate_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_capgate_v1_plugin_proto_rawDesc), len(file_capgate_v1_plugin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   68,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
