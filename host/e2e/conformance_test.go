@@ -92,11 +92,6 @@ var (
 // conformanceExpectedFailures is every scenario or check capgate is known not
 // to pass, and why. Everything else the suite runs must pass.
 var conformanceExpectedFailures = []expectedFailure{
-	// Asking the client, where capgate cannot yet.
-	{scenario: "input-required-result-non-tool-request", reason: "a prompt cannot ask its client yet: prompts/get " +
-		"does not carry input_required (an ask while rendering fails), so the conformance plugin does not declare " +
-		"the asking prompt test_input_required_result_prompt", because: regexp.MustCompile(`unknown prompt "test_input_required_result_prompt"`)},
-
 	// Stateless by design: no session to deliver a subscription's updates on.
 	{scenario: "resources-subscribe", reason: subscriptions, because: noSuchMethod("resources/subscribe")},
 	{scenario: "resources-unsubscribe", reason: subscriptions, because: noSuchMethod("resources/subscribe")},

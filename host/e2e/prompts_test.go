@@ -135,10 +135,12 @@ func TestGoSDKTemplateCompletion(t *testing.T) {
 // (the conformance plugin's test_input_required_result_prompt, a real SDK
 // plugin), got with the official Go client: at 2026-07-28 the client runs
 // the rounds itself — it is asked the prompt's form once, through the
-// gate, and gets the prompt rendered with its answer; a client there
-// without an elicitation handler is told to declare elicitation (-32021);
-// at the older revisions, which cannot ask in rounds, the error names
-// what the prompt needs and where it can ask.
+// gate, and gets the prompt rendered with its answer; at 2025-11-25 and
+// 2025-06-18 capgate runs the rounds, asking on the request's event
+// stream, with the same outcome. A client without an elicitation handler
+// is told to declare elicitation at 2026-07-28 (-32021), and before is
+// told, after it said so, that it does not elicit (-32602); 2025-03-26
+// has no elicitation to ask.
 func TestGoSDKPromptAsks(t *testing.T) {
 	needE2E(t)
 	dir := t.TempDir()
@@ -154,13 +156,13 @@ func TestGoSDKPromptAsks(t *testing.T) {
 		mu.Unlock()
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"context": "the e2e context"}}, nil
 	}
-	connectAsking := func(opts *mcp.ClientOptions) *session {
+	connectAsking := func(version string, opts *mcp.ClientOptions) *session {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		wire := &bearerTransport{token: tokenAlice}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "capgate-e2e-go", Version: "0.0.0"}, opts).Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint: h.url(), HTTPClient: &http.Client{Transport: wire}, DisableStandaloneSSE: true,
-		}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}
@@ -179,32 +181,38 @@ func TestGoSDKPromptAsks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	both := connectAsking(&mcp.ClientOptions{ElicitationHandler: elicit})
-	got, err := both.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt})
-	if err != nil {
-		t.Fatalf("prompts/get at 2026-07-28 with elicitation: %v", err)
-	}
-	text, ok := got.Messages[0].Content.(*mcp.TextContent)
-	if len(got.Messages) != 1 || !ok || text.Text != "Answer with this context: the e2e context" ||
-		strings.Join(asked, "|") != "What context should the prompt use?" {
-		t.Fatalf("got %+v after asking %q; want the prompt rendered with the one answer", got.Messages, asked)
+	for _, version := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
+		asked = nil
+		both := connectAsking(version, &mcp.ClientOptions{ElicitationHandler: elicit})
+		got, err := both.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt})
+		if err != nil {
+			t.Fatalf("prompts/get at %s with elicitation: %v", version, err)
+		}
+		text, ok := got.Messages[0].Content.(*mcp.TextContent)
+		if len(got.Messages) != 1 || !ok || text.Text != "Answer with this context: the e2e context" ||
+			strings.Join(asked, "|") != "What context should the prompt use?" {
+			t.Fatalf("@%s: got %+v after asking %q; want the prompt rendered with the one answer", version, got.Messages, asked)
+		}
 	}
 
-	neither := connectAsking(nil)
+	neither := connectAsking("2026-07-28", nil)
 	if _, err := neither.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt}); err == nil {
 		t.Fatal("a client that cannot elicit got the prompt")
 	}
 	if e := wireError(neither); e.Code != -32021 || !strings.Contains(string(e.Data), "elicitation") {
 		t.Fatalf("a client that cannot elicit: %d %s %s; want -32021 naming elicitation", e.Code, e.Message, e.Data)
 	}
-
-	for _, version := range protocolVersions[1:] {
-		old := connect(t, h, tokenAlice, version)
-		if _, err := old.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt}); err == nil {
-			t.Fatalf("@%s: the prompt rendered without its answer", version)
+	// Before 2026-07-28 the client is asked on the request's stream, and
+	// says it does not elicit; 2025-03-26 has no elicitation to ask.
+	for _, version := range []string{"2025-11-25", "2025-06-18", "2025-03-26"} {
+		old := connectAsking(version, nil)
+		_, err := old.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt})
+		want := "which this client does not do"
+		if version == "2025-03-26" {
+			want = "which this client cannot offer over this protocol revision (2025-03-26)"
 		}
-		if e := wireError(old); e.Code != -32602 || !strings.Contains(e.Message, "needs the client to support elicitation") || !strings.Contains(e.Message, "2026-07-28") {
-			t.Fatalf("@%s: %d %s; want -32602 naming elicitation and 2026-07-28", version, e.Code, e.Message)
+		if err == nil || !strings.Contains(err.Error(), "needs the client to support elicitation") || !strings.Contains(err.Error(), want) {
+			t.Fatalf("@%s: %v; want -32602 naming elicitation, %q", version, err, want)
 		}
 	}
 }

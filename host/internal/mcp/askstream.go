@@ -68,30 +68,31 @@ func (c *call) askableBefore() []string {
 	return askable20250618
 }
 
-// askOnStream takes a round's outcome (res, err) of a call that may ask
-// on its stream and, while the call asks, asks and runs it again; it
-// returns the outcome of the last round.
-func (c *call) askOnStream(id []byte, name string, args []byte, canAsk []string, wants dispatch.Wants, token []byte, res json.RawMessage, err error) (json.RawMessage, error) {
+// askOnStream takes the outcome of a request's first round (err) that may
+// ask its client on its stream and, while the request asks, asks and runs
+// it again (round, which runs it with c.ctx and keeps its result); it
+// returns the last round's error.
+func (c *call) askOnStream(id []byte, canAsk []string, err error, round func() error) error {
 	if err == nil {
-		return res, nil // the common case, at no cost
+		return nil // the common case, at no cost
 	}
 	var ni *dispatch.NeedsInput
 	if !errors.As(err, &ni) {
-		return res, err
+		return err
 	}
 	callCtx, stop := c.detach(id)
 	defer stop()
 	outer := c.ctx
 	defer func() { c.ctx = outer }()
-	for round := 1; ; round++ {
-		if round > maxStreamRounds {
-			return nil, &dispatch.ToolError{Code: dispatch.Unavailable, Message: fmt.Sprintf(
-				"%s asked its client %d times without finishing; this server asks at most %d rounds in one call", name, round-1, maxStreamRounds)}
+	for n := 1; ; n++ {
+		if n > maxStreamRounds {
+			return &dispatch.ToolError{Code: dispatch.Unavailable, Message: fmt.Sprintf(
+				"%s asked its client %d times without finishing; this server asks at most %d rounds in one call", ni.Capability, n-1, maxStreamRounds)}
 		}
 		var responses map[string]json.RawMessage
 		responses, canAsk, err = c.askClient(callCtx, ni, canAsk)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		roundCtx, cancel := callCtx, context.CancelFunc(func() {})
 		if c.h.timeout > 0 {
@@ -99,14 +100,10 @@ func (c *call) askOnStream(id []byte, name string, args []byte, canAsk []string,
 		}
 		roundCtx = dispatch.WithInput(roundCtx, dispatch.Input{CanAsk: canAsk, Responses: responses})
 		c.ctx = dispatch.WithConfirmation(roundCtx, dispatch.Confirmation{State: ni.State})
-		if wants.Any() {
-			res, err = c.invokeStreaming(name, args, wants, token)
-		} else {
-			res, err = c.invoke(name, args)
-		}
+		err = round()
 		cancel()
 		if !errors.As(err, &ni) {
-			return res, err
+			return err
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/capgate/capgate/host/internal/confirm"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
+	"github.com/capgate/capgate/internal/dispatch"
 )
 
 // streamAskFixture is a handler over the test platform with diag.ask, its
@@ -47,6 +48,13 @@ func newStreamAskFixture(t *testing.T, ttl time.Duration, relay *answers.Relay, 
 	}
 	p.Dispatcher.UseConfirmer(s)
 	p.Dispatcher.UseApprover(&holder{})
+	return newStreamFixture(t, p.Dispatcher, relay, opts)
+}
+
+// newStreamFixture serves d over real HTTP as newStreamAskFixture does.
+func newStreamFixture(t *testing.T, d *dispatch.Dispatcher, relay *answers.Relay, opts Options) *streamAskFixture {
+	t.Helper()
+	var err error
 	if relay == nil {
 		if relay, err = answers.New(answers.Options{}); err != nil {
 			t.Fatal(err)
@@ -55,7 +63,7 @@ func newStreamAskFixture(t *testing.T, ttl time.Duration, relay *answers.Relay, 
 	}
 	f := &streamAskFixture{t: t, relay: relay, logs: &mcptest.LogBuffer{}}
 	opts.Version, opts.Logger, opts.Answers = "t", slogTo(f.logs), relay
-	f.h = New(p.Dispatcher, opts)
+	f.h = New(d, opts)
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Header.Get("Authorization") {
 		case "Bearer alice":
@@ -104,12 +112,18 @@ type stream struct {
 // stream.
 func (f *streamAskFixture) call(auth, ver string, id any, args map[string]any) *stream {
 	f.t.Helper()
-	resp := f.post(auth, ver, rpc{method: "tools/call", id: id, params: map[string]any{"name": mcptest.Ask, "arguments": args}}.encode(ver))
+	return f.start(auth, ver, rpc{method: "tools/call", id: id, params: map[string]any{"name": mcptest.Ask, "arguments": args}})
+}
+
+// start posts m as auth at ver and returns its stream.
+func (f *streamAskFixture) start(auth, ver string, m rpc) *stream {
+	f.t.Helper()
+	resp := f.post(auth, ver, m.encode(ver))
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
 		b := new(bytes.Buffer)
 		_, _ = b.ReadFrom(resp.Body)
 		resp.Body.Close()
-		f.t.Fatalf("tools/call answered %d %s: %s; want an event stream", resp.StatusCode, ct, b)
+		f.t.Fatalf("%s answered %d %s: %s; want an event stream", m.method, resp.StatusCode, ct, b)
 	}
 	s := &stream{t: f.t, resp: resp, msgs: make(chan map[string]any, 16)}
 	f.t.Cleanup(func() { resp.Body.Close() })
@@ -483,5 +497,40 @@ func TestAskOnStreamAcrossReplicas(t *testing.T) {
 	}
 	if sc, _ := s.result()["structuredContent"].(map[string]any); fmt.Sprint(sc["names"]) != "[Ada]" {
 		t.Fatalf("structured %v", sc)
+	}
+}
+
+// A prompt asks an older client on the stream of its prompts/get as a
+// tools/call does, and renders with the answer, the stream's last event;
+// one whose client does not elicit is -32602 saying so.
+func TestPromptAsksOnStream(t *testing.T) {
+	pf, pp := promptAskFixture(t)
+	f := newStreamFixture(t, pf.h.d, nil, Options{})
+	get := rpc{method: "prompts/get", id: 5, params: map[string]any{"name": askPrompt, "arguments": map[string]any{"topic": "the launch"}}}
+	s := f.start("Bearer alice", Version20251125, get)
+	id, params := s.request("elicitation/create")
+	if params["message"] != "Which detail?" {
+		t.Fatalf("params %v", params)
+	}
+	if status, _ := f.answer("Bearer alice", Version20251125, map[string]any{"id": id, "result": map[string]any{"action": "accept", "content": map[string]any{"detail": "cake"}}}); status != http.StatusAccepted {
+		t.Fatalf("answer: %d", status)
+	}
+	msgs, _ := s.result()["messages"].([]any)
+	if len(msgs) != 1 || !strings.Contains(fmt.Sprint(msgs[0]), "Plan the launch with") || !strings.Contains(fmt.Sprint(msgs[0]), "cake") {
+		t.Fatalf("messages %v", msgs)
+	}
+	if n := pp.renders.Load(); n != 2 {
+		t.Fatalf("%d renderings, want 2 (one a round)", n)
+	}
+
+	s = f.start("Bearer alice", Version20250618, get)
+	id, _ = s.request("elicitation/create")
+	if status, _ := f.answer("Bearer alice", Version20250618, map[string]any{"id": id, "error": map[string]any{"code": -32601, "message": "Method not found"}}); status != http.StatusAccepted {
+		t.Fatalf("answer: %d", status)
+	}
+	m := s.next()
+	e, _ := m["error"].(map[string]any)
+	if msg, _ := e["message"].(string); e["code"] != float64(codeInvalidParams) || !strings.Contains(msg, "needs the client to support elicitation, which this client does not do (it answered elicitation/create with error -32601") {
+		t.Fatalf("got %v", m)
 	}
 }

@@ -175,8 +175,23 @@
 // A state the gate does not accept is refused (-32003, step input or
 // risk); a malformed answer is -32602; a call that needs a capability the
 // client did not declare is -32021 with data.requiredCapabilities (HTTP
-// 400), and before 2026-07-28, which cannot ask in rounds, a tool error
-// saying so.
+// 400).
+//
+// Before 2026-07-28 there are no rounds on the wire: a server asks with a
+// request of its own on the event stream of the POST it answers. With
+// Options.Answers set, the adapter plays the client's part in the rounds
+// (askOnStream): it tells the call it may ask what the revision has
+// (sampling and roots; form elicitation from 2025-06-18: no capabilities
+// come with a call, and none are kept from initialize), sends a round's
+// requests on the stream under ids from the answers relay, waits for the
+// answers — which the client POSTs on their own, to any replica — and
+// runs the call again with them and the sealed state, through the whole
+// gate, until a round ends otherwise. A request the client answers with an
+// error is one the next round may not ask; a tool that cannot go on
+// without it is a tool error, a prompt -32602, saying what the client
+// does not do and what it answered. Each round has the request timeout;
+// the wait for answers lasts as long as the round's state; a call asks at
+// most maxStreamRounds rounds; nothing is asked inside a batch.
 //
 // The request path avoids reflection: a validating scanner finds the
 // envelope's fields as sub-slices of a pooled body buffer, tool definitions

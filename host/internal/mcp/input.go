@@ -72,13 +72,7 @@ func (c *call) missingCapability(id []byte, mc *dispatch.MissingCapability, out 
 	msg := needsClient(mc)
 	if !c.ver.modern() {
 		if c.couldAsk(mc.Needs) {
-			// It was asked on the stream, or would have been: the client
-			// said it does not do this, and how.
-			msg += ", which this client does not do"
-			if len(c.refusals) > 0 {
-				msg += " (it answered " + strings.Join(c.refusals, "; ") + ")"
-			}
-			return http.StatusOK, c.errorResult(id, msg, out)
+			return http.StatusOK, c.errorResult(id, c.doesNotDo(mc), out)
 		}
 		return http.StatusOK, c.errorResult(id, msg+cannotOffer, out)
 	}
@@ -114,6 +108,17 @@ func (c *call) missingCapabilityError(id []byte, mc *dispatch.MissingCapability,
 		out = append(out, ":{}"...)
 	}
 	return http.StatusBadRequest, append(out, "}}}}"...)
+}
+
+// doesNotDo says what a request before 2026-07-28 cannot go on without,
+// which its client was asked on the stream, or would have been, and said
+// it does not do, and how.
+func (c *call) doesNotDo(mc *dispatch.MissingCapability) string {
+	msg := needsClient(mc) + ", which this client does not do"
+	if len(c.refusals) > 0 {
+		msg += " (it answered " + strings.Join(c.refusals, "; ") + ")"
+	}
+	return msg
 }
 
 // couldAsk reports whether a call at a revision before 2026-07-28 could ask

@@ -58,11 +58,12 @@ func (c *call) appendPrompt(out []byte, p *registry.Prompt) []byte {
 }
 
 // promptsGet renders a prompt through Dispatcher.GetPrompt. A prompt the
-// caller may not get is answered exactly as one that does not exist. At
-// 2026-07-28 a prompt may ask its client while it renders, answered as a
-// tools/call that asks is (input_required, or -32021 for what the client
-// did not declare); before, which cannot ask in rounds, such a prompt is
-// -32602 saying what it needs.
+// caller may not get is answered exactly as one that does not exist. A
+// prompt may ask its client while it renders, answered as a tools/call
+// that asks is: at 2026-07-28 input_required, or -32021 for what the
+// client did not declare; before, requests on the request's event stream
+// (askOnStream), or -32602 saying what it needs and the client does not
+// do.
 func (c *call) promptsGet(id []byte, ps *params, out []byte) (int, []byte) {
 	name, ok := decodeString(ps.name)
 	if !isString(ps.name) || !ok {
@@ -79,7 +80,17 @@ func (c *call) promptsGet(id []byte, ps *params, out []byte) (int, []byte) {
 			return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
 		}
 	}
+	askable := c.askableBefore()
+	if askable != nil {
+		c.ctx = dispatch.WithInput(c.ctx, dispatch.Input{CanAsk: askable})
+	}
 	res, err := c.h.d.GetPrompt(c.ctx, c.p, name, args)
+	if askable != nil {
+		err = c.askOnStream(id, askable, err, func() (err error) {
+			res, err = c.h.d.GetPrompt(c.ctx, c.p, name, args)
+			return err
+		})
+	}
 	if err != nil {
 		var (
 			ni *dispatch.NeedsInput
@@ -90,9 +101,15 @@ func (c *call) promptsGet(id []byte, ps *params, out []byte) (int, []byte) {
 			return c.askForInput(id, ni, out)
 		case errors.As(err, &mc) && c.ver.modern():
 			return c.missingCapability(id, mc, out)
+		case errors.As(err, &mc) && c.couldAsk(mc.Needs):
+			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: "+c.doesNotDo(mc))
 		case errors.As(err, &mc):
-			return http.StatusOK, appendError(out, id, codeInvalidParams, "invalid params: "+needsClient(mc)+cannotOffer+
-				" ("+c.ver.String()+"); a prompt asks its client only at "+Version20260728)
+			msg := "invalid params: " + needsClient(mc) + cannotOffer + " (" + c.ver.String() + ")"
+			if askable == nil {
+				// No relay: only 2026-07-28's rounds can ask.
+				msg += "; a prompt asks its client only at " + Version20260728
+			}
+			return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
 		}
 		return http.StatusOK, c.promptFailed(id, name, err, out)
 	}

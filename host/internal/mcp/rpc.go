@@ -446,7 +446,14 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 		res, err = c.invoke(name, ps.arguments)
 	}
 	if askable != nil {
-		res, err = c.askOnStream(id, name, ps.arguments, askable, wants, rm.progressToken, res, err)
+		err = c.askOnStream(id, askable, err, func() (err error) {
+			if wants.Any() {
+				res, err = c.invokeStreaming(name, ps.arguments, wants, rm.progressToken)
+			} else {
+				res, err = c.invoke(name, ps.arguments)
+			}
+			return err
+		})
 	}
 	if err != nil {
 		return c.callFailed(id, name, err, out)
