@@ -47,12 +47,17 @@ import (
 // prompt and its arguments. A Completer cannot ask: its asks return a
 // *CannotAskError.
 //
+// Before 2026-07-28 the host runs the rounds itself: it sends the asks on
+// the call's event stream and runs the handler again with the answers, so
+// a handler is written the same way for every revision.
+//
 // A client that did not declare what an ask needs (form elicitation,
-// sampling, roots), and a call nobody can be asked about (an approved
-// call, a nested call, a protocol revision that cannot ask), make the ask
-// return a *CannotAskError: a handler may go on without the answer, or
-// return the error as is, and the call fails telling the client what it
-// would have to declare.
+// sampling, roots; before 2026-07-28, one that answered the ask with an
+// error, or a revision without it), and a call nobody can be asked about
+// (an approved call, a nested call), make the ask return a
+// *CannotAskError: a handler may go on without the answer, or return the
+// error as is, and the call fails telling the client what it would have
+// to declare.
 
 // ErrInputRequired is wrapped by an ask whose answer has not come yet:
 // return it as is, and the call asks its client.
