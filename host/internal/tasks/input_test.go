@@ -26,7 +26,9 @@ func twoAsks() tasks.Park {
 	}
 }
 
-func accept(v string) json.RawMessage { return json.RawMessage(`{"action":"accept","content":{"v":"` + v + `"}}`) }
+func accept(v string) json.RawMessage {
+	return json.RawMessage(`{"action":"accept","content":{"v":"` + v + `"}}`)
+}
 
 func ids(rs []tasks.Request) []string {
 	out := make([]string, len(rs))
