@@ -122,6 +122,12 @@ type askTaskFixture struct {
 	*fixture
 	askers *askers
 	store  *tasks.Store
+	gate   *dispatch.Dispatcher
+}
+
+// askPolicy is the askers' policy: workers may call them all.
+func askPolicy() dispatch.Policy {
+	return dispatch.Policy{Packs: map[string]bool{"asks": true}, Roles: map[string][]string{"worker": {"jobs.run"}}}
 }
 
 var askTaskCaps = map[string]any{"elicitation": map[string]any{}, "extensions": map[string]any{ExtTasks: map[string]any{}}}
@@ -142,8 +148,7 @@ func newAskTaskFixture(t testing.TB, a *askers, store *tasks.Store, ap *approval
 			t.Fatal(err)
 		}
 	}
-	d, err := dispatch.New(reg, dispatch.Policy{Packs: map[string]bool{"asks": true}, Roles: map[string][]string{"worker": {"jobs.run"}}},
-		map[string]dispatch.Provider{"asks": a})
+	d, err := dispatch.New(reg, askPolicy(), map[string]dispatch.Provider{"asks": a})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +173,7 @@ func newAskTaskFixture(t testing.TB, a *askers, store *tasks.Store, ap *approval
 			t.Error(err)
 		}
 	})
-	return &askTaskFixture{fixture: f, askers: a, store: store}
+	return &askTaskFixture{fixture: f, askers: a, store: store, gate: d}
 }
 
 // call is a tools/call from a client that declares the extension and
@@ -514,6 +519,56 @@ func TestAskedOf(t *testing.T) {
 	} {
 		if _, _, ok := askedOf([]byte(body)); ok {
 			t.Errorf("%s read as a question", body)
+		}
+	}
+}
+
+// TestTaskAsksGateDecidesAgain: a resumed call passes the whole gate
+// again, under the policy of the moment: one whose permission went while
+// its task waited is refused, and the task fails with the refusal; one
+// that now needs its user's yes puts the gate's question to the client
+// the same way, through the waiting task.
+func TestTaskAsksGateDecidesAgain(t *testing.T) {
+	f := newAskTaskFixture(t, newAskers(), sqliteTasks(t), nil)
+	revoked := f.call(aliceTasks, "asks.one", nil, nil).result(t)["taskId"].(string)
+	confirmed := f.call(aliceTasks, "asks.two", nil, nil).result(t)["taskId"].(string)
+	f.until(aliceTasks, revoked, "input_required")
+	f.until(aliceTasks, confirmed, "input_required")
+
+	pol := askPolicy()
+	pol.Roles = map[string][]string{"worker": {}}
+	if err := f.gate.SetPolicy(pol); err != nil {
+		t.Fatal(err)
+	}
+	f.update(aliceTasks, revoked, map[string]any{"r1-name": named("Ada")})
+	failed := f.until(aliceTasks, revoked, "failed")
+	e, _ := failed["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	if e["code"] != float64(codeForbidden) || data["step"] != string(dispatch.StepPermission) || f.askers.ran("asks.one") != 1 {
+		t.Fatalf("resumed without the permission: %v", failed)
+	}
+
+	pol = askPolicy()
+	pol.Risk = dispatch.RiskPolicy{Capabilities: map[string]registry.Risk{"asks.two": registry.RiskReviewRequired}}
+	if err := f.gate.SetPolicy(pol); err != nil {
+		t.Fatal(err)
+	}
+	f.update(aliceTasks, confirmed, map[string]any{"r1-first": named("Ann"), "r1-second": named("Bo")})
+	var reqs map[string]any
+	for deadline := time.Now().Add(10 * time.Second); reqs["r2-"+confirmInput] == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no confirmation asked: %v", reqs)
+		}
+		reqs = requestsOf(t, f.until(aliceTasks, confirmed, "input_required"))
+	}
+	if len(reqs) != 1 || f.askers.ran("asks.two") != 1 {
+		t.Fatalf("the gate's question: %v, %d runs", reqs, f.askers.ran("asks.two"))
+	}
+	// The user's yes runs the call.
+	f.update(aliceTasks, confirmed, map[string]any{"r2-" + confirmInput: map[string]any{"action": "accept"}})
+	for deadline := time.Now().Add(10 * time.Second); f.askers.ran("asks.two") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the yes did not run the call: %v", f.get(aliceTasks, confirmed).result(t))
 		}
 	}
 }
