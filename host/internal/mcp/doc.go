@@ -137,7 +137,10 @@
 //   - the run's answer ends the task: a result (isError included)
 //     completes it, a JSON-RPC error (an internal failure, which a task
 //     reports as -32603 with its reference, or a refusal at the ownership
-//     step) fails it;
+//     step) fails it; an input_required answer parks it instead, and the
+//     tasks/update that answers its last request runs the call again
+//     through the gate on the replica that received it (taskinput.go);
+//     a required one that asks at once asks on the call, before any task;
 //   - a required one called without the extension is -32021, data naming
 //     the extension, once the gate's argument-free steps admit the caller;
 //   - tasks/get, tasks/update and tasks/cancel need the extension in

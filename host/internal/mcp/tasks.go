@@ -293,7 +293,9 @@ func copyParams(ps *params) params {
 // created; or, when the gate answered before admitting it (a refusal, bad
 // arguments, a question for the user) or no task could be made for an
 // optional one, with that answer, as a plain call gets it. A call held
-// for a human gets a task following its approval request (heldTask).
+// for a human gets a task following its approval request (heldTask). A
+// call that runs only as a task and asks its client at once asks on the
+// call (askFirstWindow); any other question parks the task (endRound).
 func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (int, []byte) {
 	tr := c.h.tasks
 	owner := tasks.Owner{TokenLabel: c.p.Token, UserID: c.p.UserID}
@@ -301,12 +303,12 @@ func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (
 	// the task's run timeout instead, and until then, by the request too.
 	runCtx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), tr.opts.RunTimeout)
 	stop := context.AfterFunc(c.ctx, cancel)
-	type answer struct {
-		status int
-		body   []byte
-	}
 	admitted := make(chan tasks.Task, 1)
-	done := make(chan answer, 1)
+	done := make(chan taskAnswer, 1)
+	var first *firstAnswer
+	if e.TaskSupport == registry.TaskRequired {
+		first = newFirstAnswer()
+	}
 	var task *tasks.Task // set by admit, read by the run after the call: one goroutine
 	digest := sha256.Sum256(ps.arguments)
 	admit := func(ctx context.Context) error {
@@ -344,11 +346,11 @@ func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (
 	go func() {
 		defer tr.wg.Done()
 		defer cancel()
-		var a answer
+		var a taskAnswer
 		func() {
 			defer func() {
 				if v := recover(); v != nil {
-					a = answer{http.StatusOK, appendError(nil, id2, codeInternalError,
+					a = taskAnswer{http.StatusOK, appendError(nil, id2, codeInternalError,
 						c2.internalFailure(e.Name, &panicError{value: v, stack: debug.Stack()}))}
 				}
 			}()
@@ -367,10 +369,25 @@ func (c *call) runAsTask(id []byte, e *registry.Entry, ps *params, out []byte) (
 			return
 		}
 		tr.untrack(task.ID)
-		c2.finishTask(task.ID, e.Name, a.body)
+		_, _, asks := askedOf(a.body)
+		if first.take(a, asks) {
+			// Its caller has the question; no one was told of the task.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(c2.ctx), 10*time.Second)
+			defer cancel()
+			if _, err := tr.opts.Store.Discard(ctx, task.ID); err != nil {
+				c2.h.log.LogAttrs(ctx, slog.LevelError, "mcp: discarding a task that asked on its call", slog.String("capability", e.Name), slog.String("error", err.Error()))
+			}
+			return
+		}
+		c2.endRound(task.ID, 0, e.Name, encodeTaskCall(&ps2), a.body)
 	}()
 	select {
 	case t := <-admitted:
+		if first != nil && t.ApprovalID == "" {
+			if a := first.wait(askFirstWindow); a != nil {
+				return a.status, append(out, a.body...)
+			}
+		}
 		return http.StatusOK, c.appendCreatedTask(id, t, out)
 	case a := <-done:
 		return a.status, append(out, a.body...)
@@ -474,9 +491,9 @@ func taskOutcome(name string, body []byte) tasks.Outcome {
 		return failed("internal error: the result of " + name + " could not be read")
 	}
 	if rt, ok := res["resultType"]; ok && string(rt) != `"complete"` {
-		// A call that asks its client for input mid-way cannot be carried
-		// by a task yet.
-		return failed(name + " asked for input while running as a task, which a task cannot carry")
+		// A question parks the task before it gets here (endRound): any
+		// other kind of result is not one a task can end with.
+		return failed("internal error: " + name + " answered a result a task cannot end with")
 	}
 	// The inlined result is the CallToolResult itself; resultType belongs
 	// to the tasks/get response around it.
@@ -546,6 +563,9 @@ func (c *call) tasksMethod(meth method, id []byte, ps *params, out []byte) (int,
 		t   tasks.Task
 		err error
 	)
+	if meth == mTasksUpdate {
+		return c.updateTask(id, owner, taskID, ps, out)
+	}
 	if meth == mTasksCancel {
 		t, err = tr.opts.Store.Cancel(c.ctx, owner, taskID, "cancelled by the client")
 	} else if t, err = tr.opts.Store.Get(c.ctx, owner, taskID); err == nil {
@@ -565,10 +585,6 @@ func (c *call) tasksMethod(meth method, id []byte, ps *params, out []byte) (int,
 			tr.cancelHere(t.ID)
 		}
 		return http.StatusOK, c.ack(id, out)
-	case mTasksUpdate:
-		// No task waits on input yet, so no key is outstanding: the
-		// extension asks for such responses to be ignored.
-		return http.StatusOK, c.ack(id, out)
 	}
 	out = append(appendResultHead(out, id), '{')
 	out = c.appendTaskFields(out, t)
@@ -580,7 +596,7 @@ func (c *call) tasksMethod(meth method, id []byte, ps *params, out []byte) (int,
 		out = append(out, `,"error":`...)
 		out = append(out, t.Outcome...)
 	case tasks.InputRequired:
-		out = append(out, `,"inputRequests":{}`...)
+		out = appendInputRequests(out, t.Pending)
 	}
 	return http.StatusOK, c.closeResult(out, false)
 }

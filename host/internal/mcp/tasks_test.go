@@ -592,7 +592,7 @@ func TestTaskOutcome(t *testing.T) {
 	}{
 		{`{"jsonrpc":"2.0","id":0,"result":{"content":[],"isError":false,"resultType":"complete"}}`, tasks.Completed, `"isError":false`},
 		{`{"jsonrpc":"2.0","id":0,"error":{"code":-32003,"message":"forbidden","data":{"step":"ownership"}}}`, tasks.Failed, `"step":"ownership"`},
-		{`{"jsonrpc":"2.0","id":0,"result":{"resultType":"input_required","inputRequests":{}}}`, tasks.Failed, "asked for input"},
+		{`{"jsonrpc":"2.0","id":0,"result":{"resultType":"input_required","inputRequests":{}}}`, tasks.Failed, "a task cannot end with"},
 		{`not json`, tasks.Failed, "could not be read"},
 		{`{"jsonrpc":"2.0","id":0,"result":[]}`, tasks.Failed, "could not be read"},
 	} {

@@ -42,12 +42,38 @@
 //     withdraw the request: an approver may still approve it, and the
 //     call's outcome is then kept with the request (approvals.get), not
 //     with the cancelled task.
-//   - A task is kept for its TTL from creation, then swept; a task still
-//     unfinished long after any run could have ended (its replica went
-//     away) is swept to failed. A held call's task is not: it waits for a
-//     human, and its request says how it ended.
-//
-// Tasks never wait on client input in this version: nothing moves a task
-// to input_required, so tasks/update is acknowledged and its responses are
-// ignored, as the extension asks for keys not outstanding.
+//   - A task's call that asks its client mid-call (elicitation, sampling,
+//     roots: the gate's *dispatch.NeedsInput, or its own confirmation
+//     question) parks the task (Store.Park): input_required, with each
+//     request under an ID the store mints from the round and the call's
+//     key ("r1-confirm"), the round's sealed state and the call to run
+//     again (its arguments and request metadata). The call's own keys
+//     are not used as they are: an SDK handler asks under fixed keys, so
+//     a second round would reuse one, and the extension wants a request's
+//     ID unique over the task's life (a client dedupes by it). tasks/get
+//     shows the requests not answered yet. tasks/update keeps the answers
+//     to outstanding IDs (Store.Answer; others are ignored): while some
+//     remain unanswered the task keeps waiting on those alone; the update
+//     that answers the last one takes the resumption — the task is
+//     working again — and the replica that received it runs the same
+//     tools/call again in the background, through the whole gate as the
+//     task's owner, with the answers under the call's keys and the sealed
+//     state, as the client's retry of a plain call would be. That run
+//     ends the task, or asks again (a new round, new IDs). Every change is
+//     one conditional statement on the task's input version, so two
+//     updates racing on two replicas resume the call once. The state is
+//     in the row alone: any replica, or the same one restarted, resumes.
+//     A cancel of a waiting task cancels it; a resumed call the gate now
+//     holds for a human makes its task follow the approval request
+//     (Store.Follow), as above. A call that runs only as a
+//     task and asks at once, while its caller still waits for the
+//     tools/call's answer, asks on the call itself instead (no task is
+//     shown, and it is discarded): its client's retry with the answers
+//     becomes the task.
+//   - A task is kept for its TTL from creation, then swept; a working task
+//     whose run began (its creation, or the answer that resumed it) long
+//     before any run could still be under way (its replica went away) is
+//     swept to failed. A held call's task is not: it waits for a human,
+//     and its request says how it ended; nor is a task waiting on its
+//     client, which runs nothing and waits until its TTL.
 package tasks

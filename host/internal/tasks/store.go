@@ -130,7 +130,12 @@ type Task struct {
 	ApprovalID string
 	// Outcome is the call's result (Completed) or the error that ended it
 	// (Failed), as the adapter that ran it encoded them; nil otherwise.
-	Outcome                         []byte
+	Outcome []byte
+	// Round counts the times the task waited on its client.
+	Round int
+	// Pending are the requests an input_required task waits on that its
+	// client has not answered yet, in the order asked; nil otherwise.
+	Pending                         []Request
 	CreatedAt, UpdatedAt, ExpiresAt time.Time
 }
 
@@ -275,7 +280,8 @@ func (s *Store) Create(ctx context.Context, n New, maxActive int) (Task, error) 
 	return t, nil
 }
 
-const columns = `id, token_label, user_id, capability, args_sha256, status, status_message, outcome, created_ms, updated_ms, expires_ms, approval_id`
+const columns = `id, token_label, user_id, capability, args_sha256, status, status_message, outcome, created_ms, updated_ms, expires_ms, approval_id,
+	input_round, input_requests, input_answers`
 
 type scanner interface{ Scan(...any) error }
 
@@ -285,10 +291,18 @@ func scan(row scanner) (Task, error) {
 		digest                    []byte
 		status                    string
 		created, updated, expires int64
+		requests, answers         []byte
 	)
 	if err := row.Scan(&t.ID, &t.Owner.TokenLabel, &t.Owner.UserID, &t.Capability, &digest, &status, &t.Message, &t.Outcome,
-		&created, &updated, &expires, &t.ApprovalID); err != nil {
+		&created, &updated, &expires, &t.ApprovalID, &t.Round, &requests, &answers); err != nil {
 		return Task{}, err
+	}
+	if requests != nil {
+		w, err := decodeWaiting(requests, answers)
+		if err != nil {
+			return Task{}, fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		t.Pending = w.pending()
 	}
 	if len(digest) != len(t.ArgsSHA256) {
 		return Task{}, fmt.Errorf("task %s: stored digest has %d bytes", t.ID, len(digest))
@@ -371,7 +385,7 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome) (bool, error) 
 	if err := o.validate(); err != nil {
 		return false, fmt.Errorf("finish task: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET status = $2, outcome = $3, status_message = $4, updated_ms = $5
+	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET status = $2, outcome = $3, status_message = $4, updated_ms = $5, `+noInput+`
 		WHERE id = $1 AND `+unfinished, id, string(o.Status), o.Payload, o.Message, s.clock())
 	if err != nil {
 		return false, fmt.Errorf("finish task: %w", err)
@@ -383,17 +397,18 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome) (bool, error) 
 	return k == 1, nil
 }
 
-// Progress moves an unfinished task between working and input_required,
-// with a status message; it reports whether the task was unfinished.
+// Progress sets the status message of a working task (a held call's,
+// once approved); it reports whether the task was working. A task waits
+// on its client only through Park.
 func (s *Store) Progress(ctx context.Context, id string, st Status, msg string) (bool, error) {
-	if st != Working && st != InputRequired {
-		return false, fmt.Errorf("task progress: %w: %q is not working or input_required", ErrInvalid, clip(string(st)))
+	if st != Working {
+		return false, fmt.Errorf("task progress: %w: %q is not working", ErrInvalid, clip(string(st)))
 	}
 	if err := checkMessage(msg); err != nil {
 		return false, fmt.Errorf("task progress: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET status = $2, status_message = $3, updated_ms = $4
-		WHERE id = $1 AND `+unfinished, id, string(st), msg, s.clock())
+	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET status_message = $2, updated_ms = $3
+		WHERE id = $1 AND status = 'working'`, id, msg, s.clock())
 	if err != nil {
 		return false, fmt.Errorf("task progress: %w", err)
 	}
@@ -412,7 +427,7 @@ func (s *Store) Cancel(ctx context.Context, o Owner, id string, msg string) (Tas
 		return Task{}, fmt.Errorf("cancel task: %w", err)
 	}
 	now := s.clock()
-	if _, err := s.db.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', status_message = $4, updated_ms = $5
+	if _, err := s.db.ExecContext(ctx, `UPDATE tasks SET status = 'cancelled', status_message = $4, updated_ms = $5, `+noInput+`
 		WHERE id = $1 AND token_label = $2 AND user_id = $3 AND `+unfinished+` AND expires_ms > $5`,
 		id, o.TokenLabel, o.UserID, msg, now); err != nil {
 		return Task{}, fmt.Errorf("cancel task: %w", err)
@@ -421,10 +436,13 @@ func (s *Store) Cancel(ctx context.Context, o Owner, id string, msg string) (Tas
 }
 
 // Sweep deletes the tasks past their TTL, and ends as failed, with
-// lostOutcome, every unfinished task created before lostBefore that runs
-// no held call: its run cannot still be under way (the host bounds each
-// run), so the replica that ran it went away first. A held call's task
-// waits for a human, and its approval request says how it ended. It returns how many it deleted and ended.
+// lostOutcome, every working task whose run began before lostBefore (its
+// creation, or the answer that resumed it) and that runs no held call:
+// its run cannot still be under way (the host bounds each run), so the
+// replica that ran it went away first. A held call's task waits for a
+// human, and its approval request says how it ended; a task waiting on
+// its client runs nothing, and waits until its TTL. It returns how many
+// it deleted and ended.
 func (s *Store) Sweep(ctx context.Context, lostBefore time.Time, lostOutcome []byte) (deleted, lost int64, err error) {
 	if err := (Outcome{Status: Failed, Payload: lostOutcome}).validate(); err != nil {
 		return 0, 0, fmt.Errorf("sweep tasks: %w", err)
@@ -438,7 +456,7 @@ func (s *Store) Sweep(ctx context.Context, lostBefore time.Time, lostOutcome []b
 		return 0, 0, fmt.Errorf("sweep tasks: %w", err)
 	}
 	res, err = s.db.ExecContext(ctx, `UPDATE tasks SET status = 'failed', outcome = $1, status_message = $2, updated_ms = $3
-		WHERE `+unfinished+` AND approval_id = '' AND created_ms < $4`, lostOutcome, "the run was lost with the server that ran it", now, lostBefore.UnixMilli())
+		WHERE status = 'working' AND approval_id = '' AND updated_ms < $4`, lostOutcome, "the run was lost with the server that ran it", now, lostBefore.UnixMilli())
 	if err != nil {
 		return deleted, 0, fmt.Errorf("sweep tasks: %w", err)
 	}

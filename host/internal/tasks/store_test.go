@@ -189,14 +189,18 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 	t.Run("Progress", func(t *testing.T) {
 		s, _, _ := setup(t)
 		tk, _ := s.Create(ctx, newTask(), 0)
-		if ok, err := s.Progress(ctx, tk.ID, tasks.InputRequired, "waiting"); err != nil || !ok {
+		if ok, err := s.Progress(ctx, tk.ID, tasks.Working, "approved"); err != nil || !ok {
 			t.Fatalf("progress: %v %v", ok, err)
 		}
-		if got, _ := s.Get(ctx, alice, tk.ID); got.Status != tasks.InputRequired || got.Message != "waiting" {
+		if got, _ := s.Get(ctx, alice, tk.ID); got.Status != tasks.Working || got.Message != "approved" {
 			t.Fatalf("got %+v", got)
 		}
-		if _, err := s.Progress(ctx, tk.ID, tasks.Completed, ""); !errors.Is(err, tasks.ErrInvalid) {
-			t.Fatalf("progress to an end: %v", err)
+		// Waiting on the client is Park's, with its requests; an end is
+		// Finish's.
+		for _, st := range []tasks.Status{tasks.InputRequired, tasks.Completed} {
+			if _, err := s.Progress(ctx, tk.ID, st, ""); !errors.Is(err, tasks.ErrInvalid) {
+				t.Fatalf("progress to %s: %v", st, err)
+			}
 		}
 		s.Finish(ctx, tk.ID, tasks.Outcome{Status: tasks.Cancelled})
 		if ok, err := s.Progress(ctx, tk.ID, tasks.Working, ""); err != nil || ok {
@@ -371,6 +375,8 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 			}
 		}
 	})
+
+	runInputContract(t, setup)
 
 	t.Run("Restart", func(t *testing.T) {
 		s, open, c := setup(t)
