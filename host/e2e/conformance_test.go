@@ -71,11 +71,6 @@ const (
 	subscriptions = "by design: a subscription delivers notifications/resources/updated later, on a standing " +
 		"stream of the client's session; capgate is stateless and keeps no session to deliver them on, so it does " +
 		"not declare resources.subscribe and answers the method -32601 method not found"
-	tasksAsking = "extension (io.modelcontextprotocol/tasks, SEP-2663), not scored by the suite: a task cannot carry " +
-		"a question to its client yet. A call that asks while running as a task ends the task failed (no input_required " +
-		"status or inputRequests on tasks/get, nothing for tasks/update to answer: multi_input); an optional-task call " +
-		"that asks answers input_required as a plain call before any task exists (confirm_delete creates none); and a " +
-		"required-task call is a task before its first round can ask (test_tool_with_task)"
 	stateless = "by design: capgate is stateless and issues no Mcp-Session-Id; " +
 		"this SHOULD-level check of the SSE stream tests wants a session"
 )
@@ -84,8 +79,6 @@ var (
 	noSuchMethod = func(method string) *regexp.Regexp {
 		return regexp.MustCompile(`method not found: ` + regexp.QuoteMeta(method) + `\b`)
 	}
-	tasksAskingMsg = regexp.MustCompile(`did not create a task|MUST be input_required; got "failed"|` +
-		`MUST surface 2 inputRequests|round 1 MUST be InputRequiredResult`)
 	noSessionID = regexp.MustCompile(`did not provide session ID`)
 )
 
@@ -95,10 +88,6 @@ var conformanceExpectedFailures = []expectedFailure{
 	// Stateless by design: no session to deliver a subscription's updates on.
 	{scenario: "resources-subscribe", reason: subscriptions, because: noSuchMethod("resources/subscribe")},
 	{scenario: "resources-unsubscribe", reason: subscriptions, because: noSuchMethod("resources/subscribe")},
-
-	// The tasks extension: tasks that ask.
-	{scenario: "tasks-mrtr-input", reason: tasksAsking, because: tasksAskingMsg},
-	{scenario: "tasks-mrtr-composition", reason: tasksAsking, because: tasksAskingMsg},
 
 	// Stateless by design.
 	{scenario: "server-sse-multiple-streams", check: "server-sse-multiple-streams-session", reason: stateless, because: noSessionID},
