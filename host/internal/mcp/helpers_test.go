@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -186,6 +187,16 @@ func toolText(t testing.TB, res map[string]any) string {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// keysOf is m's keys, sorted.
+func keysOf(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 

@@ -109,15 +109,6 @@ func (f *fixture) sendWithCaps(p dispatch.Principal, ver string, m rpc, caps any
 	return f.do(p, http.MethodPost, m.headers(ver), body)
 }
 
-func keysOf(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // TestPromptAsksOnTheWire: at 2026-07-28 a prompt that asks is answered
 // input_required — the shape of a tools/call that asks, the plugin's
 // request under its key and the gate's sealed state, and no messages —

@@ -231,14 +231,6 @@ func requestsOf(t *testing.T, res map[string]any) map[string]any {
 	return reqs
 }
 
-func keysOf(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
 func namesOf(t *testing.T, res map[string]any) string {
 	t.Helper()
 	r, _ := res["result"].(map[string]any)
