@@ -1,11 +1,14 @@
 package answers_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,7 +226,9 @@ func TestDeliverToAnotherReplica(t *testing.T) {
 func TestHandoverOfGarbage(t *testing.T) {
 	url := eventstest.NATSURL(t)
 	subject := uniqueSubject()
-	a := relay(t, answers.Options{Conn: connect(t, url), Subject: subject})
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	a := relay(t, answers.Options{Conn: connect(t, url), Subject: subject, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
 	id, ch, done := a.Await(alice)
 	defer done()
 	nc := connect(t, url)
@@ -237,4 +242,20 @@ func TestHandoverOfGarbage(t *testing.T) {
 		}
 	}
 	none(t, ch)
+	mu.Lock()
+	defer mu.Unlock()
+	if got := logs.String(); strings.Count(got, "an unreadable handover was dropped") != 3 || !strings.Contains(got, `a handover over its bound was dropped" bytes=307200`) {
+		t.Fatalf("logged:\n%s", got)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

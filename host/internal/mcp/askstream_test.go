@@ -3,12 +3,10 @@ package mcp
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/capgate/capgate/host/internal/answers"
-	"github.com/capgate/capgate/host/internal/approvals"
-	"github.com/capgate/capgate/host/internal/confirm"
 	"github.com/capgate/capgate/host/internal/events/eventstest"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
@@ -37,15 +33,7 @@ type streamAskFixture struct {
 func newStreamAskFixture(t *testing.T, ttl time.Duration, relay *answers.Relay, opts Options) *streamAskFixture {
 	t.Helper()
 	p := mcptest.New(mcptest.WithAsks())
-	store, err := approvals.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), approvals.FileName), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s, err := confirm.New([]byte(strings.Repeat("k", 32)), ttl, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testSealer(t, ttl)
 	p.Dispatcher.UseConfirmer(s)
 	p.Dispatcher.UseApprover(&holder{})
 	return newStreamFixture(t, p.Dispatcher, relay, opts)

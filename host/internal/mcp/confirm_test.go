@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/approvals"
-	"github.com/capgate/capgate/host/internal/confirm"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
@@ -35,15 +32,7 @@ func confirmFixture(t *testing.T) (*fixture, *holder) {
 	if err := f.platform.Dispatcher.SetPolicy(policy); err != nil {
 		t.Fatal(err)
 	}
-	store, err := approvals.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), approvals.FileName), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s, err := confirm.New([]byte(strings.Repeat("k", 32)), time.Minute, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testSealer(t, time.Minute)
 	h := &holder{}
 	f.platform.Dispatcher.UseConfirmer(s)
 	f.platform.Dispatcher.UseApprover(h)

@@ -2,17 +2,22 @@ package mcp
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/capgate/capgate/host/internal/approvals"
+	"github.com/capgate/capgate/host/internal/confirm"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -139,6 +144,25 @@ func decodeReply(t testing.TB, w *httptest.ResponseRecorder) reply {
 	return rep
 }
 
+// sendWithCaps posts m as send does, with caps as the client capabilities
+// of a 2026-07-28 request and extra params.
+func (f *fixture) sendWithCaps(p dispatch.Principal, ver string, m rpc, caps any, extra map[string]any) reply {
+	f.t.Helper()
+	var msg map[string]any
+	if err := json.Unmarshal(m.encode(ver), &msg); err != nil {
+		f.t.Fatal(err)
+	}
+	params := msg["params"].(map[string]any)
+	if meta, ok := params["_meta"].(map[string]any); ok && caps != nil {
+		meta[metaClientCapabilities] = caps
+	}
+	for k, v := range extra {
+		params[k] = v
+	}
+	body, _ := json.Marshal(msg)
+	return f.do(p, http.MethodPost, m.headers(ver), body)
+}
+
 // send posts m as a client of version ver would.
 func (f *fixture) send(p dispatch.Principal, ver string, m rpc) reply {
 	f.t.Helper()
@@ -207,3 +231,19 @@ func slogTo(w io.Writer) *slog.Logger {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// testSealer is the host's sealer of questions and rounds, with states
+// living ttl, over a real approvals store in the test's directory.
+func testSealer(t testing.TB, ttl time.Duration) *confirm.Sealer {
+	t.Helper()
+	store, err := approvals.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), approvals.FileName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	s, err := confirm.New([]byte(strings.Repeat("k", 32)), ttl, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

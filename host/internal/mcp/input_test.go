@@ -1,16 +1,12 @@
 package mcp
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/approvals"
-	"github.com/capgate/capgate/host/internal/confirm"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
@@ -22,15 +18,7 @@ func askFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{t: t, platform: mcptest.New(mcptest.WithAsks()), logs: &mcptest.LogBuffer{}}
 	f.h = New(f.platform.Dispatcher, Options{Version: "1.2.3-test", Logger: slogTo(f.logs)})
-	store, err := approvals.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), approvals.FileName), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s, err := confirm.New([]byte(strings.Repeat("k", 32)), time.Minute, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testSealer(t, time.Minute)
 	f.platform.Dispatcher.UseConfirmer(s)
 	f.platform.Dispatcher.UseApprover(&holder{})
 	return f
@@ -42,20 +30,7 @@ var askCaps = map[string]any{"elicitation": map[string]any{}, "roots": map[strin
 // declaring caps, with extra params.
 func (f *fixture) askCall(p dispatch.Principal, ver string, args, caps any, extra map[string]any) reply {
 	f.t.Helper()
-	m := rpc{method: "tools/call", id: 7, params: map[string]any{"name": mcptest.Ask, "arguments": args}}
-	var msg map[string]any
-	if err := json.Unmarshal(m.encode(ver), &msg); err != nil {
-		f.t.Fatal(err)
-	}
-	params := msg["params"].(map[string]any)
-	if meta, ok := params["_meta"].(map[string]any); ok && caps != nil {
-		meta[metaClientCapabilities] = caps
-	}
-	for k, v := range extra {
-		params[k] = v
-	}
-	body, _ := json.Marshal(msg)
-	return f.do(p, http.MethodPost, m.headers(ver), body)
+	return f.sendWithCaps(p, ver, rpc{method: "tools/call", id: 7, params: map[string]any{"name": mcptest.Ask, "arguments": args}}, caps, extra)
 }
 
 // inputRequired returns the requests and state of an input_required

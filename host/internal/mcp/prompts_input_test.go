@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/capgate/capgate/host/internal/approvals"
-	"github.com/capgate/capgate/host/internal/confirm"
 	"github.com/capgate/capgate/host/internal/mcp/mcptest"
 	"github.com/capgate/capgate/internal/dispatch"
 	"github.com/capgate/capgate/internal/registry"
@@ -70,15 +67,7 @@ func promptAskFixture(t *testing.T) (*fixture, *planPrompts) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := approvals.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), approvals.FileName), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s, err := confirm.New([]byte(strings.Repeat("k", 32)), time.Minute, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testSealer(t, time.Minute)
 	d.UseConfirmer(s)
 	f := &fixture{t: t, logs: &mcptest.LogBuffer{}}
 	f.h = New(d, Options{Version: "1.2.3-test", Logger: slogTo(f.logs)})
@@ -90,23 +79,6 @@ func promptAskFixture(t *testing.T) (*fixture, *planPrompts) {
 func (f *fixture) getPrompt(p dispatch.Principal, ver, name string, args, caps any, extra map[string]any) reply {
 	f.t.Helper()
 	return f.sendWithCaps(p, ver, rpc{method: "prompts/get", id: 3, params: map[string]any{"name": name, "arguments": args}}, caps, extra)
-}
-
-func (f *fixture) sendWithCaps(p dispatch.Principal, ver string, m rpc, caps any, extra map[string]any) reply {
-	f.t.Helper()
-	var msg map[string]any
-	if err := json.Unmarshal(m.encode(ver), &msg); err != nil {
-		f.t.Fatal(err)
-	}
-	params := msg["params"].(map[string]any)
-	if meta, ok := params["_meta"].(map[string]any); ok && caps != nil {
-		meta[metaClientCapabilities] = caps
-	}
-	for k, v := range extra {
-		params[k] = v
-	}
-	body, _ := json.Marshal(msg)
-	return f.do(p, http.MethodPost, m.headers(ver), body)
 }
 
 // TestPromptAsksOnTheWire: at 2026-07-28 a prompt that asks is answered
