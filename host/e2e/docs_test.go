@@ -626,7 +626,7 @@ func startDemoHost(t *testing.T) (*host, string) {
 		close(h.done)
 	}()
 	t.Cleanup(h.stop)
-	h.waitHealthy()
+	h.waitHealthy(false)
 	return h, dir
 }
 

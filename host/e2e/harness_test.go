@@ -254,12 +254,27 @@ func startHostWith(t *testing.T, dir, bookingConfig string, edit func(string) st
 			copyFile(t, bins.plugins[name], plugins[name])
 		}
 	}
-	port := freePort(t)
-	cfgText := hostConfig(port, filepath.Join(dir, "data"), plugins)
-	cfgText = strings.Replace(cfgText, "config: {seed: demo}", "config: "+bookingConfig, 1)
-	if edit != nil {
-		cfgText = edit(cfgText)
+	// The port is free when picked, but another test's process may take
+	// it before capgate listens: a host that lost it starts on another.
+	for attempt := 1; ; attempt++ {
+		port := freePort(t)
+		cfgText := hostConfig(port, filepath.Join(dir, "data"), plugins)
+		cfgText = strings.Replace(cfgText, "config: {seed: demo}", "config: "+bookingConfig, 1)
+		if edit != nil {
+			cfgText = edit(cfgText)
+		}
+		h := launch(t, bins.host, dir, port, cfgText, plugins)
+		if h.waitHealthy(attempt < 3) {
+			t.Cleanup(h.stop)
+			return h
+		}
+		t.Logf("port %d was taken before capgate could listen on it; starting again on another", port)
 	}
+}
+
+// launch writes cfgText as dir's config and starts capgate serving it.
+func launch(t *testing.T, bin, dir string, port int, cfgText string, plugins map[string]string) *host {
+	t.Helper()
 	cfg := filepath.Join(dir, "capgate.yaml")
 	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
@@ -270,7 +285,7 @@ func startHostWith(t *testing.T, dir, bookingConfig string, edit func(string) st
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(bins.host, "serve", "-c", cfg)
+	cmd := exec.Command(bin, "serve", "-c", cfg)
 	cmd.Dir = dir
 	cmd.Env = hostEnv()
 	cmd.Stdout = logFile
@@ -284,8 +299,6 @@ func startHostWith(t *testing.T, dir, bookingConfig string, edit func(string) st
 		h.state = cmd.ProcessState
 		close(h.done)
 	}()
-	t.Cleanup(h.stop)
-	h.waitHealthy()
 	return h
 }
 
@@ -303,13 +316,17 @@ func hostEnv() []string {
 
 func (h *host) url() string { return h.base + mcpPath }
 
-func (h *host) waitHealthy() {
+func (h *host) waitHealthy(retryTakenPort bool) bool {
 	h.t.Helper()
 	deadline := time.Now().Add(90 * time.Second) // a -race build starts slowly on 2 cores
 	for time.Now().Before(deadline) {
 		select {
 		case <-h.done:
-			h.t.Fatalf("capgate exited before it was healthy (%v); log:\n%s", h.werr, h.logText())
+			log := h.logText()
+			if retryTakenPort && strings.Contains(log, "bind: address already in use") {
+				return false
+			}
+			h.t.Fatalf("capgate exited before it was healthy (%v); log:\n%s", h.werr, log)
 		default:
 		}
 		resp, err := http.Get(h.base + "/healthz")
@@ -317,12 +334,13 @@ func (h *host) waitHealthy() {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return true
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	h.t.Fatalf("capgate not healthy at %s/healthz after 90s; log:\n%s", h.base, h.logText())
+	return false
 }
 
 // terminate sends SIGTERM and waits up to timeout for the host to exit. It
