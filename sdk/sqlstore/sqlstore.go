@@ -97,7 +97,7 @@ func OpenSQLite(ctx context.Context, path string, s Schema) (*sql.DB, error) {
 	// turns on SQLite's write lock; readers run in parallel under WAL.
 	db.SetMaxOpenConns(MaxSQLiteConns)
 	db.SetMaxIdleConns(MaxSQLiteConns)
-	if err := db.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s database %q: %w", s.Name, path, err)
 	}
@@ -107,6 +107,30 @@ func OpenSQLite(ctx context.Context, path string, s Schema) (*sql.DB, error) {
 	}
 	return db, nil
 }
+
+// pingSQLite opens db's first connection, whose pragmas turn a new file to
+// WAL. Two connections turning one file to WAL at once (a host creating
+// its store while a command of the operator's opens it) can meet in a lock
+// SQLite will not wait on, whatever the busy timeout: the one refused
+// SQLITE_BUSY tries again, for as long as a writer would wait, and then
+// finds the file turned.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(BusyTimeout)
+	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || SQLiteCode(err)&0xff != sqliteBusy || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of every busy one.
+const sqliteBusy = 5
 
 // DefaultConnectTimeout bounds the first PostgreSQL connection when the DSN
 // sets no connect_timeout.
