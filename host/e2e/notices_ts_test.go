@@ -15,16 +15,7 @@ import (
 // onprogress option and sets a log level before a call, as the conformance
 // suite does.
 func TestCallNoticesTypeScript(t *testing.T) {
-	needE2E(t)
-	nodeBin(t)
-	dir := t.TempDir()
-	h := startHostWith(t, dir, "{seed: demo}", withConformance(filepath.Join(dir, "capgate-plugin-conformance")))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	stdout, err := runNode(t, ctx, "notices.mjs", "--url", h.url(), "--token", tokenAlice)
-	if err != nil {
-		t.Fatalf("notices.mjs: %v; stdout:\n%s", err, stdout)
-	}
+	stdout := runAgainstConformance(t, "notices.mjs")
 	var got struct {
 		Progress             [][2]float64 `json:"progress"`
 		ProgressBeforeResult int          `json:"progressBeforeResult"`
@@ -53,16 +44,7 @@ func TestCallNoticesTypeScript(t *testing.T) {
 // that declared no elicitation answers that it does not elicit, and the
 // call says so.
 func TestPluginAsksTypeScript(t *testing.T) {
-	needE2E(t)
-	nodeBin(t)
-	dir := t.TempDir()
-	h := startHostWith(t, dir, "{seed: demo}", withConformance(filepath.Join(dir, "capgate-plugin-conformance")))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	stdout, err := runNode(t, ctx, "asks.mjs", "--url", h.url(), "--token", tokenAlice)
-	if err != nil {
-		t.Fatalf("asks.mjs: %v; stdout:\n%s", err, stdout)
-	}
+	stdout := runAgainstConformance(t, "asks.mjs")
 	type result struct {
 		Text    string `json:"text"`
 		IsError bool   `json:"isError"`
@@ -90,4 +72,21 @@ func TestPluginAsksTypeScript(t *testing.T) {
 	if !got.Refused.IsError || !strings.Contains(got.Refused.Text, "needs the client to support elicitation, which this client does not do") {
 		t.Fatalf("a client without elicitation: %+v", got.Refused)
 	}
+}
+
+// runAgainstConformance runs a script of js/ as alice against a host
+// serving the conformance plugin, and returns what it printed.
+func runAgainstConformance(t *testing.T, script string) []byte {
+	t.Helper()
+	needE2E(t)
+	nodeBin(t)
+	dir := t.TempDir()
+	h := startHostWith(t, dir, "{seed: demo}", withConformance(filepath.Join(dir, "capgate-plugin-conformance")))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stdout, err := runNode(t, ctx, script, "--url", h.url(), "--token", tokenAlice)
+	if err != nil {
+		t.Fatalf("%s: %v; stdout:\n%s", script, err, stdout)
+	}
+	return stdout
 }

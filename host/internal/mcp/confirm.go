@@ -50,19 +50,40 @@ func confirmationOf(ps *params, rm *requestMeta) (cf dispatch.Confirmation, in d
 	if ps.inputResponses[0] != '{' {
 		return cf, in, "invalid params: inputResponses must be an object"
 	}
-	it := iterObject(ps.inputResponses, 2)
+	answers, own, msg := readAnswers(ps.inputResponses, confirmInput)
+	if msg != "" {
+		return cf, in, msg
+	}
+	if own != nil {
+		a, ok := elicitAction(own)
+		if !ok {
+			return cf, in, "invalid params: inputResponses." + confirmInput + " must be an elicitation result with action accept, decline or cancel"
+		}
+		cf.Answer = a
+	}
+	if len(answers) > 0 {
+		in.Responses = answers
+	}
+	return cf, in, ""
+}
+
+// readAnswers reads inputResponses as every request that brings them
+// reads them (a tools/call or prompts/get retry, a tasks/update): at most
+// dispatch.MaxInputResponses answers, each under a key this server could
+// have asked (any other is skipped unread) and an object. own, when set,
+// names a key read apart and unchecked, whose value comes back as ownVal:
+// the gate's own question's. A non-empty msg is the invalid-params error.
+func readAnswers(raw []byte, own string) (answers map[string]json.RawMessage, ownVal []byte, msg string) {
+	it := iterObject(raw, 2)
 	var mb member
+	answers = map[string]json.RawMessage{}
 	n := 0
 	for it.next(&mb) {
 		if n++; n > dispatch.MaxInputResponses {
-			return cf, in, fmt.Sprintf("invalid params: inputResponses has more than %d answers; this server asks fewer", dispatch.MaxInputResponses)
+			return nil, nil, fmt.Sprintf("invalid params: inputResponses has more than %d answers; this server asks fewer", dispatch.MaxInputResponses)
 		}
-		if mb.is(confirmInput) {
-			a, ok := elicitAction(mb.val)
-			if !ok {
-				return cf, in, "invalid params: inputResponses." + confirmInput + " must be an elicitation result with action accept, decline or cancel"
-			}
-			cf.Answer = a
+		if own != "" && mb.is(own) {
+			ownVal = mb.val
 			continue
 		}
 		key, ok := decodeString(mb.key)
@@ -70,17 +91,14 @@ func confirmationOf(ps *params, rm *requestMeta) (cf dispatch.Confirmation, in d
 			continue // no key this server asks under: not ours to read
 		}
 		if len(mb.val) == 0 || mb.val[0] != '{' {
-			return cf, in, "invalid params: inputResponses." + key + " must be an object, the result of the request asked under that key"
+			return nil, nil, "invalid params: inputResponses." + key + " must be an object, the result of the request asked under that key"
 		}
-		if in.Responses == nil {
-			in.Responses = map[string]json.RawMessage{}
-		}
-		in.Responses[key] = json.RawMessage(slices.Clone(mb.val))
+		answers[key] = json.RawMessage(slices.Clone(mb.val))
 	}
 	if it.bad {
-		return cf, in, "invalid params: inputResponses must be an object"
+		return nil, nil, "invalid params: inputResponses must be an object"
 	}
-	return cf, in, ""
+	return answers, ownVal, ""
 }
 
 // canAsk lists what client capabilities declare the client answers: form

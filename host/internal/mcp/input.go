@@ -17,21 +17,33 @@ import (
 // confirmationOf).
 
 // askingOf hands the gate what a 2026-07-28 prompts/get brings about
-// asking its client, as tools/call does: what the client declared in
-// _meta, its answers, and the state of the round before. Prompts have no
-// risk step, so the state goes as a round's alone. A non-empty result is
-// the invalid-params message to answer instead.
+// asking its client (takeRound). Prompts have no risk step, so the state
+// goes as a round's alone. A non-empty result is the invalid-params
+// message to answer instead.
 func (c *call) askingOf(ps *params) string {
 	var rm requestMeta
 	if !parseMeta(ps.meta, &rm) {
 		return "invalid params: _meta must be an object"
 	}
-	cf, in, msg := confirmationOf(ps, &rm)
+	return c.takeRound(ps, &rm, false)
+}
+
+// takeRound hands the gate what a 2026-07-28 request brings about asking
+// its client (confirmationOf): what the client declared in _meta, its
+// answers, and the state of the question or round before; with confirm,
+// also whether the gate may put its own question to the client's user,
+// and the user's answer. A non-empty result is the invalid-params message
+// to answer instead.
+func (c *call) takeRound(ps *params, rm *requestMeta, confirm bool) string {
+	cf, in, msg := confirmationOf(ps, rm)
 	if msg != "" {
 		return msg
 	}
-	if cf.State != "" {
-		c.ctx = dispatch.WithConfirmation(c.ctx, dispatch.Confirmation{State: cf.State})
+	if !confirm {
+		cf = dispatch.Confirmation{State: cf.State}
+	}
+	if cf.CanAsk || cf.State != "" {
+		c.ctx = dispatch.WithConfirmation(c.ctx, cf)
 	}
 	if len(in.CanAsk) > 0 || len(in.Responses) > 0 || cf.State != "" {
 		c.ctx = dispatch.WithInput(c.ctx, in)

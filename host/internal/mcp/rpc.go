@@ -419,15 +419,8 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 	if c.ver.modern() {
 		// Only this revision can put the gate's question to the client's
 		// user; older ones are held for an approver instead.
-		cf, in, msg := confirmationOf(ps, &rm)
-		if msg != "" {
+		if msg := c.takeRound(ps, &rm, true); msg != "" {
 			return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
-		}
-		if cf.CanAsk || cf.State != "" {
-			c.ctx = dispatch.WithConfirmation(c.ctx, cf)
-		}
-		if len(in.CanAsk) > 0 || len(in.Responses) > 0 || cf.State != "" {
-			c.ctx = dispatch.WithInput(c.ctx, in)
 		}
 	}
 	// The provider hands the call's content blocks here; the gate's
@@ -438,20 +431,10 @@ func (c *call) toolsCall(id []byte, ps *params, out []byte) (int, []byte) {
 	if msg != "" {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
 	}
-	var res json.RawMessage
-	var err error
-	if wants.Any() {
-		res, err = c.invokeStreaming(name, ps.arguments, wants, rm.progressToken)
-	} else {
-		res, err = c.invoke(name, ps.arguments)
-	}
+	res, err := c.invokeHeard(name, ps.arguments, wants, rm.progressToken)
 	if askable != nil {
 		err = c.askOnStream(id, askable, err, func() (err error) {
-			if wants.Any() {
-				res, err = c.invokeStreaming(name, ps.arguments, wants, rm.progressToken)
-			} else {
-				res, err = c.invoke(name, ps.arguments)
-			}
+			res, err = c.invokeHeard(name, ps.arguments, wants, rm.progressToken)
 			return err
 		})
 	}
@@ -510,6 +493,15 @@ func (h *Handler) toolName(raw []byte) string {
 	}
 	s, _ := decodeString(raw)
 	return s
+}
+
+// invokeHeard runs the call, streaming its notices when its client wants
+// to hear any.
+func (c *call) invokeHeard(name string, args []byte, wants dispatch.Wants, token []byte) (json.RawMessage, error) {
+	if wants.Any() {
+		return c.invokeStreaming(name, args, wants, token)
+	}
+	return c.invoke(name, args)
 }
 
 // panicError carries a panic out of a provider so it is answered like any

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -178,40 +177,14 @@ func (c *call) endRound(taskID string, round int, name string, call, body []byte
 	}
 }
 
-// readAnswers reads tasks/update's inputResponses as a tools/call's are
-// read (confirmationOf): at most dispatch.MaxInputResponses, each an
-// object; a key no request of this server could have (not a valid input
-// key) is skipped unread. A non-empty msg is the invalid-params error.
-func readAnswers(raw []byte) (map[string]json.RawMessage, string) {
-	it := iterObject(raw, 2)
-	var mb member
-	answers := map[string]json.RawMessage{}
-	n := 0
-	for it.next(&mb) {
-		if n++; n > dispatch.MaxInputResponses {
-			return nil, fmt.Sprintf("invalid params: inputResponses has more than %d answers; this server asks fewer", dispatch.MaxInputResponses)
-		}
-		key, ok := decodeString(mb.key)
-		if !ok || !dispatch.ValidInputKey(key) {
-			continue
-		}
-		if len(mb.val) == 0 || mb.val[0] != '{' {
-			return nil, "invalid params: inputResponses." + key + " must be an object, the result of the request asked under that key"
-		}
-		answers[key] = json.RawMessage(slices.Clone(mb.val))
-	}
-	if it.bad {
-		return nil, "invalid params: inputResponses must be an object"
-	}
-	return answers, ""
-}
-
 // updateTask answers tasks/update: the answers are kept for the task's
 // outstanding requests (others ignored), and the update that answers the
 // last one resumes the call here. The ack is the same whatever happened,
 // as the extension asks; the next tasks/get tells.
 func (c *call) updateTask(id []byte, owner tasks.Owner, taskID string, ps *params, out []byte) (int, []byte) {
-	answers, msg := readAnswers(ps.inputResponses)
+	// The gate's question, when a resumed call asked it, is one of the
+	// task's requests like any other: its answer is kept as the others.
+	answers, _, msg := readAnswers(ps.inputResponses, "")
 	if msg != "" {
 		return http.StatusOK, appendError(out, id, codeInvalidParams, msg)
 	}
