@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // Path names a property of a call's arguments: object member names from
@@ -22,7 +24,10 @@ type Path = []string
 // value become {"$audit":"invalid","bytes":N}, those nested deeper than
 // MaxDepth {"$audit":"too_deep","bytes":N}; empty ones stay empty. The
 // result is always valid JSON (or empty) and never panics; it is args
-// itself when args needed no change. Names match exactly, case included.
+// itself when args needed no change. Names match as encoding/json matches
+// a member to a field: case-insensitively (strings.EqualFold), so that a
+// value the plugin decodes into a sensitive field is redacted whatever
+// the case its caller wrote the name in.
 func Redact(args json.RawMessage, sensitive []Path, max int) json.RawMessage {
 	if max <= 0 {
 		max = MaxArgs
@@ -153,7 +158,7 @@ func (r *redactor) array(active []Path, depth int) error {
 func (r *redactor) member(active []Path, depth int, name string) error {
 	var next []Path
 	for _, p := range active {
-		if p[depth] != name && p[depth] != "*" {
+		if p[depth] != "*" && !strings.EqualFold(p[depth], name) {
 			continue
 		}
 		if len(p) == depth+1 {
@@ -195,30 +200,68 @@ func (r *redactor) str(s string) error {
 // NamesNone reports, without decoding args, that no value of args is at
 // one of the paths, so that Redact would only compact and cap them (as
 // Writer.Write does anyway). With no backslash in args every member name
-// is written literally, so a path with a name that appears nowhere quoted
-// in args matches nothing. Most calls hold no sensitive field, and the
-// token walk costs more than the rest of their record.
+// is written literally, and with no byte outside ASCII none folds to
+// another's case but by ASCII's rules, so a path with a name that appears
+// nowhere quoted in args, in any case, matches nothing. Most calls hold no
+// sensitive field, and the token walk costs more than the rest of their
+// record.
 func NamesNone(args []byte, paths []Path) bool {
-	if bytes.IndexByte(args, '\\') >= 0 {
-		return false
+	for _, c := range args {
+		// A Unicode name can match an ASCII one (the Kelvin sign folds to
+		// k, the long s to s): only the walk decides.
+		if c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
 	}
-	// Names up to 62 bytes are quoted on the stack: this runs on every
-	// call to a capability with a sensitive field.
-	var buf [64]byte
-	quoted := buf[:0]
 	for _, p := range paths {
 		absent := false
 		for _, name := range p {
 			if name == "*" {
 				continue
 			}
-			quoted = append(append(append(quoted[:0], '"'), name...), '"')
-			if !bytes.Contains(args, quoted) {
+			if !quotedFold(args, name) {
 				absent = true
 				break
 			}
 		}
 		if !absent {
+			return false
+		}
+	}
+	return true
+}
+
+// quotedFold reports whether args, which are ASCII, hold "name" quoted,
+// in any case. A name outside ASCII could still match: it reports true.
+func quotedFold(args []byte, name string) bool {
+	for i := 0; i < len(name); i++ {
+		if name[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for i := 0; i+len(name)+1 < len(args); i++ {
+		j := bytes.IndexByte(args[i:len(args)-len(name)-1], '"')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if args[i+len(name)+1] == '"' && asciiEqualFold(args[i+1:i+1+len(name)], name) {
+			return true
+		}
+	}
+	return false
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
 			return false
 		}
 	}

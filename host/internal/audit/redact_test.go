@@ -23,7 +23,8 @@ func TestRedact(t *testing.T) {
 		{"every array element", `{"guests":[{"name":"a","phone":"+1"},{"phone":"+2"},7,"x"]}`, `{"guests":[{"name":"a","phone":"[redacted]"},{"phone":"[redacted]"},7,"x"]}`},
 		{"wildcard member", `{"a":{"token":"t1"},"b":{"token":"t2","x":1},"token":"top"}`, `{"a":{"token":"[redacted]"},"b":{"token":"[redacted]","x":1},"token":"top"}`},
 		{"duplicate members all redacted", `{"password":"a","password":"b"}`, `{"password":"[redacted]","password":"[redacted]"}`},
-		{"case matters", `{"Password":"x"}`, `{"Password":"x"}`},
+		{"any case, as the decoder matches", `{"Password":"x","CARD":{"Number":"4111"}}`, `{"Password":"[redacted]","CARD":{"Number":"[redacted]"}}`},
+		{"Unicode folding too", `{"paſsword":"x"}`, `{"paſsword":"[redacted]"}`},
 		{"order, numbers and text kept, space dropped", " {\"z\": 1.50, \"a\" : [1e3, -0, true, null], \"s\":\"<é>\\u00e9\"}\n", `{"z":1.50,"a":[1e3,-0,true,null],"s":"<é>é"}`},
 		{"a scalar", `"just text"`, `"just text"`},
 		{"an array at the root", `[{"password":"x"}]`, `[{"password":"x"}]`},
@@ -40,6 +41,44 @@ func TestRedact(t *testing.T) {
 		if string(got) != tc.want {
 			t.Errorf("%s: Redact(%s) = %s; want %s", tc.name, tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestRedactFollowsTheDecoder: whatever case a caller writes a sensitive
+// member's name in, the value encoding/json would decode into the field
+// (it matches names case-insensitively) is not in the redacted copy.
+func TestRedactFollowsTheDecoder(t *testing.T) {
+	type card struct {
+		Number string `json:"number"`
+	}
+	type in struct {
+		Password string `json:"password"`
+		Card     card   `json:"card"`
+	}
+	paths := []audit.Path{{"password"}, {"card", "number"}}
+	for _, args := range []string{
+		`{"Password":"hunter2"}`, `{"PASSWORD":"hunter2"}`, `{"pAsSwOrD":"hunter2"}`,
+		`{"paſsword":"hunter2"}`, `{"Pass\u0077ord":"hunter2"}`, `{"Card":{"NUMBER":"hunter2"}}`,
+		`{"card":{"number":"x","numbeR":"hunter2"}}`,
+	} {
+		var raw in
+		if err := json.Unmarshal([]byte(args), &raw); err != nil || (raw.Password != "hunter2" && raw.Card.Number != "hunter2") {
+			t.Fatalf("%s: the decoder does not take the value (%v %+v); the case proves nothing", args, err, raw)
+		}
+		if audit.NamesNone([]byte(args), paths) {
+			t.Errorf("NamesNone(%s) = true; the decoder finds a sensitive field in it", args)
+		}
+		out := audit.Redact(json.RawMessage(args), paths, 0)
+		if bytes.Contains(out, []byte("hunter2")) {
+			t.Errorf("Redact(%s) = %s; the value the plugin decodes as sensitive is in clear", args, out)
+		}
+	}
+	// Names that only look alike are kept.
+	if out := audit.Redact(json.RawMessage(`{"passwords":"x","word":"y"}`), paths, 0); string(out) != `{"passwords":"x","word":"y"}` {
+		t.Errorf("Redact redacted more than the paths: %s", out)
+	}
+	if !audit.NamesNone([]byte(`{"passwords":"x","card":{"numbers":1}}`), paths) {
+		t.Error("NamesNone is false for arguments with no sensitive name in any case")
 	}
 }
 
@@ -193,7 +232,7 @@ func refRedact(v any, paths []audit.Path, depth int) any {
 	sub := func(name string, child any) any {
 		var next []audit.Path
 		for _, p := range paths {
-			if p[depth] == name || p[depth] == "*" {
+			if strings.EqualFold(p[depth], name) || p[depth] == "*" {
 				if len(p) == depth+1 {
 					return audit.RedactedMarker
 				}
