@@ -3,7 +3,6 @@ package approvals
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
 	"embed"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/capgate/capgate/host/internal/audit"
 	"github.com/capgate/capgate/internal/registry"
 	"github.com/capgate/capgate/sdk/sqlstore"
 )
@@ -58,6 +56,12 @@ var (
 	ErrDecided = errors.New("approval request already decided")
 	// ErrSelfApproval: the decider asked for the call (four eyes).
 	ErrSelfApproval = errors.New("a request may not be decided by the user who made it")
+	// ErrUnboundDecider: the decider is bound to no user, so four eyes
+	// cannot tell them from the asker.
+	ErrUnboundDecider = errors.New("only a decider bound to a user may decide a request")
+	// ErrTooManyPending: the asker has as many pending requests as
+	// Request.MaxPending allows.
+	ErrTooManyPending = errors.New("too many requests pending approval")
 )
 
 // Status is where a request is in its life.
@@ -89,47 +93,22 @@ type Outcome struct {
 	Message string // the others: what the caller is told
 }
 
-// Request is a call the gate held.
-type Request struct {
-	// TokenLabel, Role, Scope and UserID are the principal who called.
-	TokenLabel, Role, Scope, UserID string
-	Capability                      string
-	// Args are the arguments exactly as the caller sent them.
-	Args []byte
-	Risk registry.Risk
-	// TTL is how long the request waits for a decision.
-	TTL time.Duration
-}
-
-func (r Request) validate() error {
-	for _, f := range []struct{ name, v string }{{"token label", r.TokenLabel}, {"role", r.Role}, {"scope", r.Scope}, {"user id", r.UserID}, {"capability", r.Capability}} {
-		if len(f.v) > MaxField || !utf8.ValidString(f.v) {
-			return fmt.Errorf("%w: %s is over %d bytes or not UTF-8", ErrInvalid, f.name, MaxField)
-		}
-	}
-	switch {
-	case r.Capability == "":
-		return fmt.Errorf("%w: no capability", ErrInvalid)
-	case r.UserID == "":
-		return fmt.Errorf("%w: %s: no user: only an action bound to a user is held", ErrInvalid, r.Capability)
-	case r.Risk != registry.RiskReviewRequired && r.Risk != registry.RiskDangerous:
-		return fmt.Errorf("%w: %s: risk %q is not one that waits for a human", ErrInvalid, r.Capability, r.Risk)
-	case len(r.Args) > MaxArgs:
-		return fmt.Errorf("%w: %s: arguments of %d bytes, over %d", ErrInvalid, r.Capability, len(r.Args), MaxArgs)
-	case r.TTL < time.Second:
-		return fmt.Errorf("%w: %s: a request must wait at least a second, not %v", ErrInvalid, r.Capability, r.TTL)
-	}
-	return nil
-}
-
 // Approval is a stored request and what became of it.
 type Approval struct {
 	ID                              string
 	TokenLabel, Role, Scope, UserID string
 	Capability                      string
-	Args                            []byte
-	ArgsSHA256                      [32]byte
-	Risk                            registry.Risk
+	// Args are the arguments exactly as sent, kept only while the call
+	// may still run (pending, approved, running) and nil after: the run
+	// needs them, and nothing else may show them, as they hold what the
+	// capability marks sensitive. Shown is what every view shows.
+	Args       []byte
+	ArgsSHA256 [32]byte
+	// Shown are the arguments with every sensitive value redacted
+	// (audit.Redact), kept for as long as the request; Withheld for a
+	// request stored before they were kept.
+	Shown []byte
+	Risk  registry.Risk
 	// Status is as of the read: a pending request past ExpiresAt reads
 	// Expired.
 	Status               Status
@@ -139,7 +118,15 @@ type Approval struct {
 	DecidedAt             time.Time
 	StartedAt, FinishedAt time.Time
 	Outcome               Outcome // set when Status is Done
+	// Joined is set by Create when the call joined an identical pending
+	// request (same token, user, capability and canonical arguments)
+	// rather than being stored anew.
+	Joined bool
 }
+
+// Withheld is what Shown holds for a request stored before the redacted
+// copy was kept: its arguments are shown to no one.
+const Withheld = `{"$approvals":"withheld"}`
 
 // Decision is an approver's answer.
 type Decision struct {
@@ -252,29 +239,7 @@ func (s *Store) clock() time.Time { return sqlstore.PGTime(s.now()) }
 // find another's.
 func newID() string { return "ap_" + strings.ToLower(rand.Text()) }
 
-// Create stores r as a pending request.
-func (s *Store) Create(ctx context.Context, r Request) (Approval, error) {
-	if err := r.validate(); err != nil {
-		return Approval{}, fmt.Errorf("create approval request: %w", err)
-	}
-	now := s.clock()
-	a := Approval{
-		ID: newID(), TokenLabel: r.TokenLabel, Role: r.Role, Scope: r.Scope, UserID: r.UserID,
-		Capability: r.Capability, Args: append([]byte(nil), r.Args...), ArgsSHA256: sha256.Sum256(r.Args),
-		Risk: r.Risk, Status: Pending, CreatedAt: now, ExpiresAt: now.Add(r.TTL.Truncate(time.Second)),
-	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO approvals
-		(id, token_label, role, scope, user_id, capability, args, args_sha256, risk, status, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)`,
-		a.ID, a.TokenLabel, a.Role, a.Scope, a.UserID, a.Capability, a.Args, a.ArgsSHA256[:], string(a.Risk),
-		s.time(a.CreatedAt), s.time(a.ExpiresAt))
-	if err != nil {
-		return Approval{}, fmt.Errorf("create approval request for %s: %w", a.Capability, err)
-	}
-	return a, nil
-}
-
-const columns = `id, token_label, role, scope, user_id, capability, args, args_sha256, risk, status,
+const columns = `id, token_label, role, scope, user_id, capability, args, args_sha256, args_shown, risk, status,
 	created_at, expires_at, decided_by, decided_at, reason, started_at, finished_at, outcome_kind, outcome`
 
 type scanner interface{ Scan(...any) error }
@@ -289,7 +254,7 @@ func (s *Store) scan(row scanner) (Approval, error) {
 		decidedBy, reason, kind   sql.NullString
 		outcome                   []byte
 	)
-	if err := row.Scan(&a.ID, &a.TokenLabel, &a.Role, &a.Scope, &a.UserID, &a.Capability, &a.Args, &digest, &risk, &status,
+	if err := row.Scan(&a.ID, &a.TokenLabel, &a.Role, &a.Scope, &a.UserID, &a.Capability, &a.Args, &digest, &a.Shown, &risk, &status,
 		&created, &expires, &decidedBy, &decided, &reason, &started, &finished, &kind, &outcome); err != nil {
 		return Approval{}, err
 	}
@@ -297,6 +262,9 @@ func (s *Store) scan(row scanner) (Approval, error) {
 		return Approval{}, fmt.Errorf("approval %s: stored digest has %d bytes", a.ID, len(digest))
 	}
 	copy(a.ArgsSHA256[:], digest)
+	if a.Shown == nil {
+		a.Shown = []byte(Withheld)
+	}
 	a.Risk, a.Status, a.DecidedBy, a.Reason = registry.Risk(risk), Status(status), decidedBy.String, reason.String
 	for _, t := range []struct {
 		col string
@@ -406,293 +374,6 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Approval, error) {
 		return nil, fmt.Errorf("list approval requests: %w", err)
 	}
 	return out, nil
-}
-
-// Decide approves or rejects the pending request id. Of deciders racing
-// on one request, in any number of replicas, exactly one succeeds; the
-// others get ErrDecided. A request past its expiry cannot be decided, nor
-// one from the decider's own user unless d.AllowSelf.
-func (s *Store) Decide(ctx context.Context, id string, d Decision) (Approval, error) {
-	if len(d.Reason) > MaxReason || !utf8.ValidString(d.Reason) || len(d.By) > MaxField || !utf8.ValidString(d.By) {
-		return Approval{}, fmt.Errorf("%w: a reason is at most %d bytes of UTF-8", ErrInvalid, MaxReason)
-	}
-	a, err := s.Get(ctx, id)
-	if err != nil {
-		return Approval{}, err
-	}
-	if !d.AllowSelf && d.ByUser != "" && d.ByUser == a.UserID {
-		return a, fmt.Errorf("%w: %s asked for by user %q", ErrSelfApproval, a.ID, a.UserID)
-	}
-	to := Rejected
-	if d.Approve {
-		to = Approved
-	}
-	now := s.clock()
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET status = $2, decided_by = $3, decided_at = $4, reason = $5
-		WHERE id = $1 AND status = 'pending' AND expires_at > $4`,
-		a.ID, string(to), d.By, s.time(now), nullIfEmpty(d.Reason))
-	if err != nil {
-		return Approval{}, fmt.Errorf("decide approval request %s: %w", a.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		if err != nil {
-			return Approval{}, fmt.Errorf("decide approval request %s: %w", a.ID, err)
-		}
-		cur, gerr := s.Get(ctx, id)
-		if gerr != nil {
-			return Approval{}, gerr
-		}
-		return cur, fmt.Errorf("%w: %s is %s", ErrDecided, cur.ID, cur.Status)
-	}
-	return s.Get(ctx, id)
-}
-
-// CountByStatus counts the requests by status, as Get reads them: a
-// pending request past its expiry counts as expired.
-func (s *Store) CountByStatus(ctx context.Context) (map[string]int, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT CASE WHEN status = 'pending' AND expires_at <= $1 THEN 'expired' ELSE status END, count(*)
-		FROM approvals GROUP BY 1`, s.time(s.clock()))
-	if err != nil {
-		return nil, fmt.Errorf("count approval requests: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var (
-			status string
-			n      int
-		)
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("count approval requests: %w", err)
-		}
-		out[status] += n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count approval requests: %w", err)
-	}
-	return out, nil
-}
-
-// Unannounced lists, oldest decision first, up to limit requests decided
-// but not yet announced (Announce).
-func (s *Store) Unannounced(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM approvals WHERE announced_at IS NULL AND decided_at IS NOT NULL
-		ORDER BY decided_at, id LIMIT $1`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list unannounced decisions: %w", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("list unannounced decisions: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list unannounced decisions: %w", err)
-	}
-	return ids, nil
-}
-
-// Announce takes the decision on request id to announce it, and reports
-// whether this caller took it: of any number racing, in any replicas, one
-// does, so a decision is announced once wherever it was made. The taker
-// announces it; one that stops first leaves it unannounced, never twice.
-func (s *Store) Announce(ctx context.Context, id string) (Approval, bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET announced_at = $2
-		WHERE id = $1 AND announced_at IS NULL AND decided_at IS NOT NULL`, id, s.time(s.clock()))
-	if err != nil {
-		return Approval{}, false, fmt.Errorf("announce decision on %s: %w", clip(id), err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return Approval{}, false, fmt.Errorf("announce decision on %s: %w", clip(id), err)
-	}
-	if n != 1 {
-		return Approval{}, false, nil
-	}
-	a, err := s.Get(ctx, id)
-	return a, err == nil, err
-}
-
-// Start takes the approved request id to run it, and reports whether this
-// caller took it: of any number racing, in any replicas, one does. The
-// taker runs the call and records what came of it with Finish.
-func (s *Store) Start(ctx context.Context, id string) (Approval, bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET status = 'running', started_at = $2
-		WHERE id = $1 AND status = 'approved'`, id, s.time(s.clock()))
-	if err != nil {
-		return Approval{}, false, fmt.Errorf("start approved request %s: %w", clip(id), err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return Approval{}, false, fmt.Errorf("start approved request %s: %w", clip(id), err)
-	}
-	a, err := s.Get(ctx, id)
-	return a, n == 1 && err == nil, err
-}
-
-// Finish records the outcome of the run Start took.
-func (s *Store) Finish(ctx context.Context, id string, o Outcome) (Approval, error) {
-	var payload []byte
-	switch o.Kind {
-	case OutcomeResult:
-		payload = o.Result
-	case OutcomeToolError, OutcomeRefused, OutcomeFailed:
-		payload = []byte(o.Message)
-	default:
-		return Approval{}, fmt.Errorf("%w: outcome kind %q", ErrInvalid, o.Kind)
-	}
-	if payload == nil {
-		payload = []byte{}
-	}
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET status = 'done', finished_at = $2, outcome_kind = $3, outcome = $4
-		WHERE id = $1 AND status = 'running'`, id, s.time(s.clock()), string(o.Kind), payload)
-	if err != nil {
-		return Approval{}, fmt.Errorf("finish approved request %s: %w", clip(id), err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return Approval{}, fmt.Errorf("finish approved request %s: %w: it is not running", clip(id), ErrDecided)
-	}
-	return s.Get(ctx, id)
-}
-
-// Swept is what one Sweep changed.
-type Swept struct {
-	Expired int64 // pending requests past their expiry, now expired
-	// Lost are runs older than Lease that never finished: their host
-	// stopped mid-call, so whether the call took effect is unknown. They
-	// are done with a failed outcome saying so, never run again.
-	Lost int64
-	// Confirmations are answered in-band confirmations past their expiry,
-	// forgotten.
-	Confirmations int64
-}
-
-// Sweep settles the requests time has decided. Replicas may sweep at
-// once: each change is one statement.
-func (s *Store) Sweep(ctx context.Context) (Swept, error) {
-	now := s.clock()
-	var out Swept
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET status = 'expired' WHERE status = 'pending' AND expires_at <= $1`, s.time(now))
-	if err != nil {
-		return out, fmt.Errorf("sweep approval requests: %w", err)
-	}
-	out.Expired, _ = res.RowsAffected()
-	res, err = s.db.ExecContext(ctx, `UPDATE approvals SET status = 'done', finished_at = $1, outcome_kind = 'failed', outcome = $2
-		WHERE status = 'running' AND started_at <= $3`,
-		s.time(now), []byte(LostMessage), s.time(now.Add(-Lease)))
-	if err != nil {
-		return out, fmt.Errorf("sweep approval requests: %w", err)
-	}
-	out.Lost, _ = res.RowsAffected()
-	// An answered confirmation past its expiry cannot be answered again
-	// anyway: its seal says it lapsed.
-	res, err = s.db.ExecContext(ctx, `DELETE FROM confirmations_answered WHERE expires_at <= $1`, s.time(now))
-	if err != nil {
-		return out, fmt.Errorf("sweep answered confirmations: %w", err)
-	}
-	out.Confirmations, _ = res.RowsAffected()
-	return out, nil
-}
-
-// Use records the in-band confirmation id as answered until expires
-// (confirm.Used): true for the first call to record it, in any process
-// sharing the database, false for every later one.
-func (s *Store) Use(ctx context.Context, id string, expires time.Time) (bool, error) {
-	if id == "" || len(id) > 64 || !utf8.ValidString(id) {
-		return false, fmt.Errorf("%w: confirmation id %q", ErrInvalid, id)
-	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO confirmations_answered (id, expires_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
-		id, s.time(sqlstore.PGTime(expires)))
-	if err != nil {
-		return false, fmt.Errorf("record confirmation %s as answered: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("record confirmation %s as answered: %w", id, err)
-	}
-	return n == 1, nil
-}
-
-// ConfirmKey returns the key that seals in-band confirmations when the
-// configuration names none: made at random by the first store to ask,
-// then the same for every store sharing the database, so a state one
-// replica seals another opens.
-func (s *Store) ConfirmKey(ctx context.Context) ([]byte, error) {
-	return s.sharedKey(ctx, "confirm", "confirmation key")
-}
-
-// SessionKey returns the key that signs the admin console's session
-// cookies, made and shared as ConfirmKey's is but a key of its own, so
-// that neither signature can ever stand for the other: a session signed
-// on one replica is good on every replica sharing the database.
-func (s *Store) SessionKey(ctx context.Context) ([]byte, error) {
-	return s.sharedKey(ctx, "console-session", "console session key")
-}
-
-// sharedKey returns the random key kept under name, made by the first
-// store to ask; the insert that loses a race to make it changes nothing.
-func (s *Store) sharedKey(ctx context.Context, name, what string) ([]byte, error) {
-	fresh := make([]byte, 32)
-	_, _ = rand.Read(fresh) // crypto/rand.Read never fails
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO approval_keys (name, key) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, name, fresh); err != nil {
-		return nil, fmt.Errorf("make the %s: %w", what, err)
-	}
-	var key []byte
-	if err := s.db.QueryRowContext(ctx, `SELECT key FROM approval_keys WHERE name = $1`, name).Scan(&key); err != nil {
-		return nil, fmt.Errorf("read the %s: %w", what, err)
-	}
-	return key, nil
-}
-
-// DecisionRecord is the audit record of a decision d on the request id,
-// linked to the request's other records by its approval id: capability
-// capgate.approval, by the decider, through protocol ("admin", "cli"). A
-// decision that err refused is a refusal at step failed, saying why.
-func DecisionRecord(protocol string, d Decision, id, capability string, err error) audit.Record {
-	verb := "rejected"
-	if d.Approve {
-		verb = "approved"
-	}
-	what := verb
-	if capability != "" {
-		what += " " + capability
-	}
-	if d.Reason != "" {
-		what += ": " + d.Reason
-	}
-	now := time.Now()
-	r := audit.Record{ID: audit.NewID(now), Time: now, Capability: "capgate.approval", TokenLabel: d.By, UserID: d.ByUser,
-		Protocol: protocol, Decision: audit.Admitted, Outcome: audit.OutcomeOK, Reason: what, ApprovalID: id}
-	if err != nil {
-		r.Decision, r.Outcome, r.Step, r.Reason = audit.Refused, "", "failed", "not "+verb+": "+err.Error()
-	}
-	return r
-}
-
-// LostMessage is the outcome of a run its host did not live to finish.
-const LostMessage = "the host running this approved call stopped before it recorded the outcome; whether the call took effect is unknown, and it was not run again"
-
-// ApprovedIDs lists the requests approved and not yet taken to run: after
-// a restart, those whose host stopped between the decision and the run.
-func (s *Store) ApprovedIDs(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM approvals WHERE status = 'approved' ORDER BY decided_at, id LIMIT $1`, MaxLimit)
-	if err != nil {
-		return nil, fmt.Errorf("list approved requests: %w", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("list approved requests: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 func nullIfEmpty(s string) any {

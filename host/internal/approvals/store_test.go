@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -61,6 +62,14 @@ func TestStorePostgres(t *testing.T) {
 func request() approvals.Request {
 	return approvals.Request{TokenLabel: "tokens-0", Role: "customer", Scope: "action", UserID: "alice",
 		Capability: "subscription.cancel", Args: []byte(`{ "id" : "s-1" }`), Risk: registry.RiskDangerous, TTL: time.Hour}
+}
+
+// requestFor is request() for another subscription, so that it is not
+// the same call as request()'s.
+func requestFor(id string) approvals.Request {
+	r := request()
+	r.Args = []byte(`{"id":"` + id + `"}`)
+	return r
 }
 
 func runContract(t *testing.T, fresh func(t *testing.T) opener) {
@@ -168,7 +177,7 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		if got, _ := s.Get(ctx, a.ID); got.Status != approvals.Expired {
 			t.Fatalf("at its expiry the request reads %s", got.Status)
 		}
-		if _, err := s.Decide(ctx, a.ID, approvals.Decision{Approve: true, By: "ops"}); !errors.Is(err, approvals.ErrDecided) || !strings.Contains(err.Error(), "expired") {
+		if _, err := s.Decide(ctx, a.ID, approvals.Decision{Approve: true, By: "ops", ByUser: "ops"}); !errors.Is(err, approvals.ErrDecided) || !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("deciding an expired request: %v", err)
 		}
 		if l, err := s.List(ctx, approvals.Filter{Status: approvals.Expired}); err != nil || len(l) != 1 {
@@ -318,7 +327,7 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 		s, open, c := setup(t)
 		other := open(t, c)
 		a, _ := s.Create(ctx, request())
-		pending, _ := s.Create(ctx, request())
+		pending, _ := s.Create(ctx, requestFor("s-2"))
 		if ids, err := s.Unannounced(ctx, 10); err != nil || len(ids) != 0 {
 			t.Fatalf("undecided requests listed to announce: %v %v", ids, err)
 		}
@@ -381,8 +390,8 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 	t.Run("List", func(t *testing.T) {
 		s, _, c := setup(t)
 		var ids []string
-		for _, user := range []string{"alice", "bob", "alice"} {
-			r := request()
+		for i, user := range []string{"alice", "bob", "alice"} {
+			r := requestFor(fmt.Sprint("s-", i))
 			r.UserID = user
 			a, _ := s.Create(ctx, r)
 			ids = append(ids, a.ID)
@@ -405,6 +414,8 @@ func runContract(t *testing.T, fresh func(t *testing.T) opener) {
 			}
 		}
 	})
+
+	runHeld(t, setup)
 }
 
 // race runs do n times at once, alternately on two stores sharing one
