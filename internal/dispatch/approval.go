@@ -30,9 +30,11 @@ type Held struct {
 	Principal  Principal
 	Capability string
 	// Args are the arguments exactly as the caller sent them (an absent
-	// body is "{}").
-	Args json.RawMessage
-	Risk registry.Risk
+	// body is "{}"); Sensitive the property paths whose values no one
+	// deciding or following the call may see (registry.Entry.Sensitive).
+	Args      json.RawMessage
+	Sensitive [][]string
+	Risk      registry.Risk
 	// CallID is the audit ID of the call that asked.
 	CallID string
 	Origin Origin
@@ -70,7 +72,9 @@ func MayBeHeld(risk registry.Risk) bool {
 type Approver interface {
 	// Hold stores h for a decision and returns its request's id and what
 	// the caller gets now: a result saying the call is pending, which is
-	// not an error. An error means nothing was stored and nothing ran.
+	// not an error. An error means nothing was stored and nothing ran; a
+	// *Refusal (too many calls of this user already wait) is the call's
+	// refusal at StepRisk.
 	Hold(ctx context.Context, h Held) (Holding, error)
 }
 
@@ -197,9 +201,15 @@ func (d *Dispatcher) hold(ctx context.Context, pol *compiledPolicy, e *registry.
 		return nil, &Refusal{Step: StepRisk, Capability: e.Name, Reason: fmt.Sprintf(
 			"this capability is %s: only a token bound to a user can ask for a call to be approved", risk)}
 	}
-	h, err := d.approver.Hold(ctx, Held{Principal: p, Capability: e.Name, Args: args, Risk: risk, CallID: c.id, Origin: c.origin})
+	h, err := d.approver.Hold(ctx, Held{Principal: p, Capability: e.Name, Args: args, Sensitive: e.Sensitive, Risk: risk, CallID: c.id, Origin: c.origin})
 	if err == nil && (len(h.Result) == 0 || h.ApprovalID == "") {
 		err = fmt.Errorf("the approver answered nothing")
+	}
+	var refused *Refusal
+	if errors.As(err, &refused) {
+		r := *refused
+		r.Step, r.Capability = StepRisk, e.Name
+		return nil, &r
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hold %s for approval: %w", e.Name, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -242,5 +243,46 @@ func TestHeldAndGrantedCallsAreLinkedInTheTrail(t *testing.T) {
 	recs := tr.take()
 	if len(recs) != 2 || !recs[0].Held || recs[0].ApprovalID != "ap_1" || recs[1].Held || recs[1].ApprovalID != "ap_1" || recs[1].Err != nil {
 		t.Fatalf("records %+v; want the held call, then its run, both naming ap_1", recs)
+	}
+}
+
+// TestHeldCallCarriesItsSensitivePaths: the approver is told which
+// arguments the capability marks sensitive, so that it shows none of them.
+func TestHeldCallCarriesItsSensitivePaths(t *testing.T) {
+	reg := registry.New([]string{"vault"})
+	if err := reg.Add(registry.Capability{Name: "vault.reset", Description: "Reset a vault's password.", Kind: registry.Action, Pack: "vault",
+		Plugin: "desk", Risk: registry.RiskDangerous,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"password":{"type":"string","x-capgate-sensitive":true}}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatch.New(reg, dispatch.Policy{Packs: map[string]bool{"vault": true}, Roles: map[string][]string{"customer": {"*"}}},
+		map[string]dispatch.Provider{"desk": newDesk()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &approver{res: pendingResult}
+	d.UseApprover(a)
+	if _, err := d.Invoke(context.Background(), aliceAction, "vault.reset", json.RawMessage(`{"id":"v-1","password":"hunter2"}`)); err != nil {
+		t.Fatal(err)
+	}
+	held := a.taken()
+	if len(held) != 1 || len(held[0].Sensitive) != 1 || len(held[0].Sensitive[0]) != 1 || held[0].Sensitive[0][0] != "password" {
+		t.Fatalf("held %+v; want the sensitive path password with it", held)
+	}
+}
+
+// TestApproverRefusalIsARefusalAtRisk: an approver that will not hold one
+// more call of this user refuses it at the risk step, saying why, rather
+// than failing as the server would.
+func TestApproverRefusalIsARefusalAtRisk(t *testing.T) {
+	d, dk, a := riskyGate(t, registry.RiskDangerous)
+	a.err = &dispatch.Refusal{Reason: "20 calls of yours already wait for approval, the most approvals.max_pending allows"}
+	_, err := d.Invoke(context.Background(), aliceAction, capCancel, json.RawMessage(`{"id":"b-1"}`))
+	var r *dispatch.Refusal
+	if !errors.As(err, &r) || r.Step != dispatch.StepRisk || r.Capability != capCancel || !strings.Contains(r.Reason, "approvals.max_pending") {
+		t.Fatalf("Invoke = %v; want a refusal at risk naming the cap", err)
+	}
+	if resolved, invoked := dk.calls(); resolved+invoked != 0 {
+		t.Fatalf("a refused hold reached the plugin: %d %d", resolved, invoked)
 	}
 }

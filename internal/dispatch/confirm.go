@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/capgate/capgate/internal/registry"
@@ -18,7 +20,9 @@ import (
 // yes. A Confirmer seals the state to the principal, the capability and
 // the arguments' digest, lets it expire, and lets it be answered once
 // across replicas; the gate decides everything else. A client that cannot
-// ask falls back to an approver, and RiskDangerous always does.
+// ask falls back to an approver, and RiskDangerous always does, as does a
+// capability the operator turned in-band confirmation off for (InBand):
+// there a yes from the caller's own user is not enough.
 
 // Confirmation is what a call brings about asking its user. Protocol
 // adapters set it (WithConfirmation); it is the caller's claim, so the
@@ -125,8 +129,64 @@ func (n *NeedsConfirmation) Error() string {
 // A Confirmer that is also an InputSealer seals the rounds of calls that
 // ask their caller's client too.
 func (d *Dispatcher) UseConfirmer(c Confirmer) {
-	d.confirmer = c
+	g := &confirmGate{Confirmer: c}
+	if old, ok := d.confirmer.(*confirmGate); ok {
+		g.inBand.Store(old.inBand.Load())
+	}
+	d.confirmer = g
 	d.inputs, _ = c.(InputSealer)
+}
+
+// InBand is the operator's switch over in-band confirmation: a capability
+// set false in Capabilities, or one of a pack set false in Packs, has its
+// review_required calls wait for a human approver (or refused, on a
+// server that takes no approvals) even when its caller could ask its
+// user. A capability's setting wins over its pack's; absent is on.
+type InBand struct {
+	Capabilities map[string]bool
+	Packs        map[string]bool
+}
+
+func (ib *InBand) allows(c *registry.Capability) bool {
+	if ib == nil {
+		return true
+	}
+	if on, ok := ib.Capabilities[c.Name]; ok {
+		return on
+	}
+	if on, ok := ib.Packs[c.Pack]; ok {
+		return on
+	}
+	return true
+}
+
+// SetInBand replaces the in-band switch at once; safe while serving. A
+// call reads it once, at its risk step.
+func (d *Dispatcher) SetInBand(ib InBand) {
+	g, ok := d.confirmer.(*confirmGate)
+	if !ok {
+		// Not serving yet: keep the switch for the confirmer to come.
+		g = &confirmGate{}
+		d.confirmer = g
+	}
+	g.inBand.Store(&InBand{Capabilities: maps.Clone(ib.Capabilities), Packs: maps.Clone(ib.Packs)})
+}
+
+// confirmGate is the Confirmer the gate was given, with the in-band switch
+// beside it; Confirmer is nil until UseConfirmer.
+type confirmGate struct {
+	Confirmer
+	inBand atomic.Pointer[InBand]
+}
+
+// confirmerFor is the confirmer that may ask about e's calls: nil when
+// there is none, or the operator turned in-band confirmation off for e.
+func (d *Dispatcher) confirmerFor(e *registry.Entry) Confirmer {
+	g, ok := d.confirmer.(*confirmGate)
+	if !ok || g.Confirmer == nil || !g.inBand.Load().allows(&e.Capability) {
+		return nil
+	}
+	return g.Confirmer
 }
 
 // confirm is the risk step of a call at RiskReviewRequired whose caller
@@ -136,7 +196,13 @@ func (d *Dispatcher) UseConfirmer(c Confirmer) {
 // it to an approver.
 func (d *Dispatcher) confirm(ctx context.Context, e *registry.Entry, p Principal, args json.RawMessage, risk registry.Risk, c *call) (handled bool, err error) {
 	cf, ok := ConfirmationOf(ctx)
-	if !ok || d.confirmer == nil || risk != registry.RiskReviewRequired {
+	if !ok || risk != registry.RiskReviewRequired {
+		return false, nil
+	}
+	confirmer := d.confirmerFor(e)
+	if confirmer == nil {
+		// A state sent back for a capability in-band was turned off for
+		// since is not taken either: the call waits for an approver.
 		return false, nil
 	}
 	if c.inputConfirmed != "" {
@@ -147,7 +213,7 @@ func (d *Dispatcher) confirm(ctx context.Context, e *registry.Entry, p Principal
 	}
 	q := Question{Principal: p, Capability: e.Name, Args: args, Sensitive: e.Sensitive, Risk: risk}
 	if cf.State != "" && cf.Answer != NoAnswer && c.inputID == "" {
-		id, err := d.confirmer.Answered(ctx, cf.State, q)
+		id, err := confirmer.Answered(ctx, cf.State, q)
 		if err != nil {
 			if errors.Is(err, ErrConfirmationState) {
 				return true, &Refusal{Step: StepRisk, Capability: e.Name, Reason: err.Error()}
@@ -170,7 +236,7 @@ func (d *Dispatcher) confirm(ctx context.Context, e *registry.Entry, p Principal
 	if r, err := d.ownedBeforeHold(ctx, e, p, args); r != nil || err != nil {
 		return true, errOr(r, err)
 	}
-	asked, err := d.confirmer.Ask(ctx, q)
+	asked, err := confirmer.Ask(ctx, q)
 	if err == nil && (asked.ID == "" || asked.State == "") {
 		err = errors.New("the confirmer answered nothing")
 	}

@@ -220,3 +220,47 @@ func TestQuestionAndAnswerAreLinkedInTheTrail(t *testing.T) {
 		t.Errorf("run's record %+v; want confirmed, linked to %s", run, nc.ID)
 	}
 }
+
+// TestInBandOffHoldsForAnApprover: with in-band confirmation turned off
+// for a capability, or for its pack, a review_required call from a client
+// that can ask is held for an approver instead, and a state asked before
+// the switch cannot run it; another capability still asks; turned on
+// again, the call asks.
+func TestInBandOffHoldsForAnApprover(t *testing.T) {
+	args := json.RawMessage(`{"id":"b-1"}`)
+	for name, ib := range map[string]dispatch.InBand{
+		"capability": {Capabilities: map[string]bool{capCancel: false}},
+		"pack":       {Packs: map[string]bool{"booking": false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, dk, a, _ := confirmingGate(t, registry.RiskReviewRequired)
+			before := ask(t, d)
+			d.SetInBand(ib)
+			if res, err := d.Invoke(canAsk(), aliceAction, capCancel, args); err != nil || string(res) != string(pendingResult) {
+				t.Fatalf("in-band off, from a client that can ask: %s %v; want it held for an approver", res, err)
+			}
+			if res, err := d.Invoke(answering(before.State, dispatch.Accepted), aliceAction, capCancel, args); err != nil || string(res) != string(pendingResult) {
+				t.Fatalf("in-band off, a yes to an earlier question: %s %v; want it held, not run", res, err)
+			}
+			if _, invoked := dk.calls(); invoked != 0 || len(a.taken()) != 2 {
+				t.Fatalf("ran %d, held %d; want none run and both held", invoked, len(a.taken()))
+			}
+			d.SetInBand(dispatch.InBand{Capabilities: map[string]bool{capCancel: true}, Packs: map[string]bool{"booking": false}})
+			ask(t, d) // the capability's own setting wins over its pack's
+			d.SetInBand(dispatch.InBand{})
+			ask(t, d)
+		})
+	}
+	// Set before the confirmer, the switch holds too.
+	policy := deskPolicy()
+	policy.Risk.Capabilities = map[string]registry.Risk{capCancel: registry.RiskReviewRequired}
+	d, err := dispatch.New(deskRegistry(t), policy, map[string]dispatch.Provider{"desk": checkingDesk{newDesk()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetInBand(dispatch.InBand{Capabilities: map[string]bool{capCancel: false}})
+	d.UseConfirmer(newAsker())
+	if _, err := d.Invoke(canAsk(), aliceAction, capCancel, args); outcomeOf(err) != string(dispatch.StepRisk) {
+		t.Fatalf("in-band off and no approver: %v; want a refusal at risk", err)
+	}
+}
