@@ -65,7 +65,7 @@ func (s *service) ask(ctx context.Context, call sdk.Call, in AskIn) (AskOut, err
 	st.next(ctx, "asking the model")
 	c, err := s.provider.complete(ctx, msgs)
 	if err != nil {
-		return AskOut{}, err
+		return AskOut{}, s.provider.maskError(err)
 	}
 	out := AskOut{Answer: c.Answer, Sources: make([]Source, len(sources)), Model: c.Model, Usage: c.Usage}
 	for i, src := range sources {

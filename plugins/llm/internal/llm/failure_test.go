@@ -150,11 +150,11 @@ func TestFailuresAreClearAndNeverLeakTheKey(t *testing.T) {
 			code: sdk.CodeConflict, want: `does not know model "test-model"`,
 		},
 		{
-			name: "other rejection, message passed on with the key masked",
+			name: "other rejection, message withheld",
 			handle: func(w http.ResponseWriter, r *http.Request, _ int) {
 				writeError(w, r, 400, "invalid_request_error", "invalid_value", "temperature is out of range")
 			},
-			code: sdk.CodeConflict, want: "rejected the request (HTTP 400): temperature is out of range (credentials: Bearer [redacted])",
+			code: sdk.CodeConflict, want: `"test" refused the request (HTTP 400 Bad Request); the provider's message is withheld`,
 		},
 		{
 			name: "timeout",

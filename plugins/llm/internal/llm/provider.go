@@ -37,15 +37,17 @@ type provider struct {
 	conn   Connection
 	client *chatClient
 	log    *slog.Logger
+	masker *masker
 }
 
 // newProvider's hc replaces the process's shared client (sharedHTTPClient)
 // when not nil. The client reads nothing from the environment but a proxy
 // setting: no OPENAI_API_KEY or OPENAI_BASE_URL, which would send a key the
 // operator set for something else to a connection configured without one
-// (an Ollama server, say).
-func newProvider(conn Connection, hc *http.Client, log *slog.Logger) *provider {
-	return &provider{conn: conn, client: newChatClient(conn, hc), log: log}
+// (an Ollama server, say). m masks the configuration's secrets in what the
+// provider writes.
+func newProvider(conn Connection, hc *http.Client, log *slog.Logger, m *masker) *provider {
+	return &provider{conn: conn, client: newChatClient(conn, hc), log: log, masker: m}
 }
 
 // complete sends the messages and returns the first choice. Its errors are
@@ -181,34 +183,19 @@ func (p *provider) describe(ctx context.Context, err error, attempts, lastStatus
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
-		msg := p.clean(ae.Message)
-		logMsg := msg
-		if ae.StatusCode == http.StatusUnauthorized || ae.StatusCode == http.StatusForbidden {
-			// Providers quote part of a wrong key back ("sk-ab***yz"):
-			// not even that is logged.
-			logMsg = "(withheld: it may quote the key)"
+		if ae.StatusCode >= 400 && ae.StatusCode < 500 {
+			return p.refused(ae, attempts)
 		}
+		// A server error's message says what broke; masked, it is the
+		// operator's to read.
 		p.log.Warn("llm: provider error", "connection", slug, "status", ae.StatusCode, "code", p.clean(ae.Code),
-			"type", p.clean(ae.Type), "message", logMsg, "attempts", attempts)
-		switch {
-		case contextOverflow(ae):
-			return sdk.InvalidInput("the question and its sources do not fit model %s's context window; "+
-				"ask a shorter question or pass a smaller max_sources", p.conn.Model)
-		case ae.StatusCode == http.StatusUnauthorized || ae.StatusCode == http.StatusForbidden:
-			// The provider's message may quote part of the key: not passed on.
-			return sdk.Conflict("the LLM connection %q refused its credentials (HTTP %d); the operator must fix its api_key", slug, ae.StatusCode)
-		case ae.StatusCode == http.StatusNotFound:
-			return sdk.Conflict("the LLM connection %q does not know model %q or has no Chat Completions endpoint (HTTP 404); "+
-				"the operator must fix its model or base_url", slug, p.conn.Model)
-		case ae.StatusCode == http.StatusTooManyRequests:
-			return sdk.Conflict("the LLM connection %q is rate limited (HTTP 429, %s); try again later", slug, tries(attempts))
-		case ae.StatusCode >= 500:
+			"type", p.clean(ae.Type), "message", p.clean(ae.Message), "attempts", attempts)
+		if ae.StatusCode >= 500 {
 			return sdk.Conflict("the LLM connection %q failed (HTTP %d, %s); try again later", slug, ae.StatusCode, tries(attempts))
 		}
-		if msg == "" {
-			msg = http.StatusText(ae.StatusCode)
-		}
-		return sdk.Conflict("the LLM connection %q rejected the request (HTTP %d): %s", slug, ae.StatusCode, msg)
+		// A 1xx or a 3xx the client did not follow.
+		return sdk.Conflict("the LLM connection %q answered HTTP %d (%s), which is no Chat Completions answer; "+
+			"the operator should check that base_url is the API root of an OpenAI-compatible server", slug, ae.StatusCode, http.StatusText(ae.StatusCode))
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 		p.log.Warn("llm: provider timed out", "connection", slug, "timeout", p.conn.Timeout.String(), "attempts", attempts, "last_status", lastStatus)
 		earlier := ""
@@ -237,6 +224,38 @@ func (p *provider) describe(ctx context.Context, err error, attempts, lastStatus
 		return sdk.Conflict("the LLM connection %q is unreachable: a network error occurred", slug)
 	}
 	return sdk.Conflict("the LLM connection %q failed: the request could not be completed", slug)
+}
+
+// refused is describe for a 4xx answer. A provider refusing a request
+// quotes what it was sent, a wrong key included (whole, or all but a few
+// characters), so nothing of its body is passed on or logged: the agent
+// learns the status and what it means, the log the status alone. The body
+// is read only to tell an overflowing context window.
+func (p *provider) refused(ae *apiError, attempts int) error {
+	slug, status := p.conn.Slug, ae.StatusCode
+	overflow := contextOverflow(ae)
+	p.log.Warn("llm: provider refused the request", "connection", slug, "status", status,
+		"context_overflow", overflow, "attempts", attempts)
+	switch {
+	case overflow:
+		return sdk.InvalidInput("the question and its sources do not fit model %s's context window; "+
+			"ask a shorter question or pass a smaller max_sources", p.conn.Model)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return sdk.Conflict("the LLM connection %q refused its credentials (HTTP %d); the operator must fix its api_key", slug, status)
+	case status == http.StatusNotFound:
+		return sdk.Conflict("the LLM connection %q does not know model %q or has no Chat Completions endpoint (HTTP 404); "+
+			"the operator must fix its model or base_url", slug, p.conn.Model)
+	case status == http.StatusTooManyRequests:
+		return sdk.Conflict("the LLM connection %q is rate limited (HTTP 429, %s); try again later", slug, tries(attempts))
+	case status == http.StatusRequestTimeout:
+		return sdk.Conflict("the LLM connection %q timed out the request (HTTP 408, %s); try again later", slug, tries(attempts))
+	}
+	text := http.StatusText(status)
+	if text == "" {
+		text = "client error"
+	}
+	return sdk.Conflict("the LLM connection %q refused the request (HTTP %d %s); the provider's message is withheld, "+
+		"as it may quote the credentials", slug, status, text)
 }
 
 func isDNSError(err error) bool {
@@ -279,17 +298,20 @@ func contextOverflow(ae *apiError) bool {
 	return false
 }
 
-// redacted replaces the key wherever mask finds it.
-const redacted = "[redacted]"
+// mask hides the configuration's secrets in provider text (some providers
+// echo a wrong key back, a proxy may echo the Authorization header, a model
+// may be talked into spelling it out; see masker). It changes nothing else,
+// so an answer keeps its formatting.
+func (p *provider) mask(s string) string { return p.masker.mask(s) }
 
-// mask replaces the connection's key wherever it appears in provider text
-// (some providers echo a wrong key back, a proxy may echo the Authorization
-// header). It changes nothing else, so an answer keeps its formatting.
-func (p *provider) mask(s string) string {
-	if p.conn.APIKey == "" {
-		return s
+// maskError masks a tool error's message: the last check on what the
+// agent is told, whatever built the message.
+func (p *provider) maskError(err error) error {
+	var te *sdk.Error
+	if errors.As(err, &te) {
+		return &sdk.Error{Code: te.Code, Message: p.mask(te.Message)}
 	}
-	return strings.ReplaceAll(s, p.conn.APIKey, redacted)
+	return err
 }
 
 // clean makes provider text safe to log or show in a message: the key is

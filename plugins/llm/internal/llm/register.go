@@ -64,9 +64,13 @@ func Register(p *sdk.Plugin, opts Options) {
 		if err != nil {
 			return nil, err
 		}
+		// One masker for everything the plugin says: answers, errors and
+		// every log line (the provider's words reach all three).
+		m := newMasker(connectionSecrets(all)...)
+		log = maskingLogger(log, m)
 		log.Info("llm: answering with connection "+conn.String(), "connections", len(all),
 			"timeout", conn.Timeout.String(), "max_tokens", conn.MaxTokens, "max_retries", conn.MaxRetries)
-		return &service{provider: newProvider(conn, opts.HTTPClient, log), maxResults: max(env.MaxResults, 1), log: log}, nil
+		return &service{provider: newProvider(conn, opts.HTTPClient, log, m), maxResults: max(env.MaxResults, 1), log: log}, nil
 	})
 	sdk.Add(p, sdk.Tool[AskIn, AskOut]{
 		Name: "llm.ask",
