@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/capgate/capgate/internal/dispatch"
+	"github.com/capgate/capgate/internal/nodump"
 	"github.com/capgate/capgate/internal/pluginwire"
 	"github.com/capgate/capgate/internal/sdkserver"
 	capgatev1 "github.com/capgate/capgate/proto/capgate/v1"
@@ -27,6 +28,11 @@ import (
 // functions. Call it from main; started by hand (not by a capgate host) it
 // explains that it is a plugin and exits.
 func Serve(p *Plugin) {
+	// First, before the host hands over any config: a sibling plugin of the
+	// same user must not read this one's environment or memory.
+	if err := nodump.Set(); err != nil {
+		p.logger.Warn("other processes of this user can read this plugin's environment", "err", err)
+	}
 	srv := newServer(p)
 	// The process is the plugin's: instrumentation that takes the global
 	// provider (otel.Tracer, libraries' own spans) records into the calls'

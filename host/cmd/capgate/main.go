@@ -37,6 +37,7 @@ import (
 	"github.com/capgate/capgate/host/internal/applog"
 	"github.com/capgate/capgate/host/internal/auth"
 	"github.com/capgate/capgate/host/internal/config"
+	"github.com/capgate/capgate/internal/nodump"
 	"github.com/capgate/capgate/sdk/platform"
 )
 
@@ -91,6 +92,11 @@ Usage:
 `
 
 func main() {
+	// The environment holds the plugins' secrets and the host's keys: no
+	// plugin, nor any other process of this user, may read it from /proc.
+	if err := nodump.Set(); err != nil {
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("other processes of this user can read capgate's environment", "err", err)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

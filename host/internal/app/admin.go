@@ -194,7 +194,7 @@ func Inspect(ctx context.Context, cfg *config.Config, opts Options) (*Inspection
 		specs = append(specs, pluginhost.Spec{
 			Name: p.Name, Path: p.Path, SHA256: p.SHA256,
 			Config: json.RawMessage(raw), ConfigPath: fmt.Sprintf("plugins[%d]", i),
-			Env: p.Env, MaxInFlight: p.MaxInFlight, Restart: p.Restart,
+			Env: p.Env, MaxInFlight: p.MaxInFlight, Restart: p.Restart, RunAs: p.RunAs,
 		})
 	}
 	if len(errs) > 0 {

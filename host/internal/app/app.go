@@ -292,13 +292,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err err
 			oauth.Close()
 		}
 	}()
-	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, oauth: oauth != nil, log: log, ttl: cfg.Approvals.TTL, fourEyes: cfg.Approvals.FourEyes, bus: bus, aud: aud, wake: make(chan struct{}, 1)}
+	desk := &approvalDesk{store: appr, gate: gate, principal: tokens.ByLabel, oauth: oauth != nil, log: log, ttl: cfg.Approvals.TTL, fourEyes: cfg.Approvals.FourEyes, maxPending: cfg.Approvals.MaxPending, bus: bus, aud: aud, wake: make(chan struct{}, 1)}
 	gate.UseApprover(tr.approver(desk))
 	confirmer, err := openConfirmer(ctx, cfg, appr)
 	if err != nil {
 		return nil, err
 	}
 	gate.UseConfirmer(confirmer)
+	gate.SetInBand(cfg.InBand)
 	met, metricsLn, err := openMetrics(cfg, opts.Version, plugins, aud, appr, log)
 	if err != nil {
 		return nil, err
@@ -658,6 +659,16 @@ func checkDisabled(cfg *config.Config, reg *registry.Registry) error {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Risk.Packs)) {
 		if !provided[name] {
 			errs = append(errs, fmt.Errorf("risk.packs.%s: no plugin provides a capability in pack %q", name, name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.InBand.Capabilities)) {
+		if _, ok := reg.Lookup(name); !ok {
+			errs = append(errs, fmt.Errorf("risk.in_band.capabilities[%q]: no plugin provides capability %q", name, name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.InBand.Packs)) {
+		if !provided[name] {
+			errs = append(errs, fmt.Errorf("risk.in_band.packs.%s: no plugin provides a capability in pack %q", name, name))
 		}
 	}
 	return errors.Join(errs...)

@@ -49,9 +49,11 @@ type approvalDesk struct {
 	// bus carries approval.requested and approval.decided, for the asker
 	// and for admins (events.poll); nil publishes nothing.
 	bus events.Bus
-	// ttl is approvals.ttl; fourEyes approvals.four_eyes.
-	ttl      time.Duration
-	fourEyes bool
+	// ttl is approvals.ttl; fourEyes approvals.four_eyes; maxPending
+	// approvals.max_pending.
+	ttl        time.Duration
+	fourEyes   bool
+	maxPending int
 
 	wake chan struct{} // a decision was made here: run it now
 	stop context.CancelFunc
@@ -93,14 +95,23 @@ func (a *approvalDesk) Decide(ctx context.Context, id string, d approvals.Decisi
 func (a *approvalDesk) Hold(ctx context.Context, h dispatch.Held) (dispatch.Holding, error) {
 	ap, err := a.store.Create(ctx, approvals.Request{
 		TokenLabel: h.Principal.Token, Role: h.Principal.Role, Scope: string(h.Principal.Scope), UserID: h.Principal.UserID,
-		Capability: h.Capability, Args: h.Args, Risk: h.Risk, TTL: a.ttl,
+		Capability: h.Capability, Args: h.Args, Sensitive: h.Sensitive, Risk: h.Risk, TTL: a.ttl, MaxPending: a.maxPending,
 	})
+	if errors.Is(err, approvals.ErrTooManyPending) {
+		return dispatch.Holding{}, &dispatch.Refusal{Reason: err.Error() +
+			" (approvals.max_pending); nothing was held: wait for a decision on those, or for them to expire"}
+	}
 	if err != nil {
 		return dispatch.Holding{}, err
 	}
-	a.publish(ctx, "approval.requested", ap)
-	a.log.Info("call held for approval", "approval_id", ap.ID, "capability", ap.Capability, "risk", string(ap.Risk),
-		"token", ap.TokenLabel, "user", ap.UserID, "expires_at", ap.ExpiresAt)
+	if ap.Joined {
+		// The same call is already waiting: its request stands for both.
+		a.log.Info("call joined its pending request", "approval_id", ap.ID, "capability", ap.Capability, "token", ap.TokenLabel, "user", ap.UserID)
+	} else {
+		a.publish(ctx, "approval.requested", ap)
+		a.log.Info("call held for approval", "approval_id", ap.ID, "capability", ap.Capability, "risk", string(ap.Risk),
+			"token", ap.TokenLabel, "user", ap.UserID, "expires_at", ap.ExpiresAt)
+	}
 	res, err := json.Marshal(dispatch.Pending{
 		Status: dispatch.PendingStatus, ApprovalID: ap.ID, ExpiresAt: ap.ExpiresAt.Format(time.RFC3339),
 		Message: fmt.Sprintf("%s is %s: it has not run. It runs once, as you, if a human approver approves it before %s; until then nothing happens.",

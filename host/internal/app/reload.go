@@ -121,7 +121,7 @@ var settings = []setting{
 	{"actions_enabled", true, func(c *config.Config) any { return c.ActionsEnabled }},
 	{"disabled_capabilities", true, func(c *config.Config) any { return c.DisabledCapabilities }},
 	{"limits", true, func(c *config.Config) any { return c.Limits }},
-	{"risk", true, func(c *config.Config) any { return c.Risk }},
+	{"risk", true, func(c *config.Config) any { return []any{c.Risk, c.InBand} }},
 	{"approvals", false, func(c *config.Config) any { return c.Approvals }},
 	{"tasks", false, func(c *config.Config) any { return c.Tasks }},
 	{"metrics", false, func(c *config.Config) any { return c.Metrics }},
@@ -183,5 +183,6 @@ func (g *governance) reconfigure(cfg *config.Config) error {
 		g.cfg = old
 		return err
 	}
+	g.gate.SetInBand(cfg.InBand)
 	return nil
 }

@@ -79,7 +79,7 @@ func Validate(ctx context.Context, cfg *config.Config, opts Options) (Validation
 		specs = append(specs, pluginhost.Spec{
 			Name: p.Name, Path: p.Path, SHA256: p.SHA256,
 			Config: json.RawMessage(raw), ConfigPath: fmt.Sprintf("plugins[%d]", i),
-			Env: p.Env, MaxInFlight: p.MaxInFlight, Restart: p.Restart,
+			Env: p.Env, MaxInFlight: p.MaxInFlight, Restart: p.Restart, RunAs: p.RunAs,
 		})
 	}
 	tmp, err := os.MkdirTemp("", "capgate-validate-*")

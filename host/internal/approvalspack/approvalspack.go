@@ -57,7 +57,7 @@ type Approval struct {
 	Status     string   `json:"status" jsonschema:"pending (waiting for a human), approved (about to run), running, done (Outcome says what came of it), rejected or expired"`
 	Capability string   `json:"capability"`
 	Risk       string   `json:"risk" jsonschema:"review_required or dangerous"`
-	Arguments  any      `json:"arguments" jsonschema:"the arguments as sent"`
+	Arguments  any      `json:"arguments" jsonschema:"the arguments as sent, each value the capability marks sensitive replaced by [redacted]"`
 	UserID     string   `json:"user_id" jsonschema:"the user who asked"`
 	CreatedAt  string   `json:"created_at" jsonschema:"RFC 3339"`
 	ExpiresAt  string   `json:"expires_at" jsonschema:"RFC 3339: a pending request lapses then"`
@@ -172,10 +172,11 @@ func visible(p dispatch.Principal, a approvals.Approval) bool {
 	return p.Scope == dispatch.ScopeAdmin || (p.UserID != "" && p.UserID == a.UserID)
 }
 
-// View is a as the pack (and the admin API) shows it.
+// View is a as the pack (and the admin API, and so the console) shows
+// it: its arguments are the redacted copy, never the ones the run takes.
 func View(a approvals.Approval) Approval {
 	w := Approval{ApprovalID: a.ID, Status: string(a.Status), Capability: a.Capability, Risk: string(a.Risk),
-		Arguments: raw(a.Args), UserID: a.UserID, CreatedAt: a.CreatedAt.Format(time.RFC3339), ExpiresAt: a.ExpiresAt.Format(time.RFC3339),
+		Arguments: raw(a.Shown), UserID: a.UserID, CreatedAt: a.CreatedAt.Format(time.RFC3339), ExpiresAt: a.ExpiresAt.Format(time.RFC3339),
 		DecidedBy: a.DecidedBy, Reason: a.Reason}
 	if !a.DecidedAt.IsZero() {
 		w.DecidedAt = a.DecidedAt.Format(time.RFC3339)

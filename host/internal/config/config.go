@@ -351,6 +351,9 @@ type Plugin struct {
 	MaxInFlight int
 	// Restart is how the host restarts the plugin when it dies.
 	Restart pluginhost.RestartPolicy
+	// RunAs is the user the plugin runs as (run_as); nil runs it as the
+	// host's.
+	RunAs *pluginhost.RunAs
 	// Config is the plugin's free-form block with its keys as written.
 	Config map[string]any
 }

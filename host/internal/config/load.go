@@ -218,7 +218,7 @@ var (
 	limitsKeys       = []string{"default", "per_token", "roles", "capabilities", "redis_url", "on_redis_error"}
 	rateKeys         = []string{"rate", "burst"}
 	riskKeys         = []string{"capabilities", "packs"}
-	pluginKeys       = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "config"}
+	pluginKeys       = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "run_as", "config"}
 )
 
 // source is where a setting's winning value came from.
@@ -1374,6 +1374,13 @@ func (l *loader) plugins(n *yaml.Node) []Plugin {
 				}
 				var rok bool
 				pl.Restart, rok = l.restartPolicy(p.path, val)
+				ok = ok && rok
+			case "run_as":
+				if isNull(val) {
+					continue
+				}
+				var rok bool
+				pl.RunAs, rok = l.runAs(p.path, val)
 				ok = ok && rok
 			case "config":
 				if isNull(val) {

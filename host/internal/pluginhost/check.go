@@ -47,6 +47,7 @@ func Check(ctx context.Context, specs []Spec, opts Options) []Checked {
 		opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	opts.Events = nil
+	hideFromPlugins(opts.Logger)
 	out := make([]Checked, len(specs))
 	var wg sync.WaitGroup
 	for i, s := range specs {
@@ -54,6 +55,18 @@ func Check(ctx context.Context, specs []Spec, opts Options) []Checked {
 		if err := s.Restart.Check(); err != nil {
 			out[i].Err = fmt.Errorf("%s.restart: %w", s.where(), err)
 			continue
+		}
+		if err := checkRunAs(s); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if s.RunAs != nil {
+			// The throwaway directory is the host's own, so far private:
+			// the plugin's user must get through it to its data dir.
+			if err := letThrough(opts.DataDir); err != nil {
+				out[i].Err = fmt.Errorf("%s.run_as: %w", s.where(), err)
+				continue
+			}
 		}
 		p := &Plugin{spec: s, opts: &opts, log: opts.Logger.With("plugin", s.Name)}
 		wg.Go(func() {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,10 @@ type Spec struct {
 	// Restart is how the plugin is brought back when it dies; the zero
 	// value is DefaultRestartPolicy.
 	Restart RestartPolicy
+	// RunAs, when set, is the user the plugin runs as (Linux, a host
+	// running as root): another user than the host's cannot read the
+	// host's or other plugins' files and processes.
+	RunAs *RunAs
 }
 
 func (s Spec) where() string {
@@ -154,10 +159,15 @@ func Start(ctx context.Context, specs []Spec, opts Options) (*Host, error) {
 		opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	h := &Host{log: opts.Logger, services: &services{bus: opts.Events, log: opts.Logger}}
+	hideFromPlugins(opts.Logger)
 	for _, s := range specs {
 		if err := s.Restart.Check(); err != nil {
 			h.Stop()
 			return nil, fmt.Errorf("%s.restart: %w", s.where(), err)
+		}
+		if err := checkRunAs(s); err != nil {
+			h.Stop()
+			return nil, err
 		}
 		s.Restart = s.Restart.orDefault()
 		if s.MaxInFlight <= 0 {
@@ -290,6 +300,15 @@ func (p *Plugin) spawn() (_ *instance, _ *pluginwire.Client, dataDir string, err
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("data dir: %w", err)
 	}
+	var sockets *plugin.UnixSocketConfig
+	if s.RunAs != nil {
+		if err := prepareDataDir(dataDir, s.RunAs); err != nil {
+			return nil, nil, "", err
+		}
+		// The host's end of the broker (its services) is a socket the
+		// plugin dials: owned by the plugin's group, writable by it.
+		sockets = &plugin.UnixSocketConfig{Group: strconv.FormatUint(uint64(s.RunAs.GID), 10)}
+	}
 
 	cmd := exec.Command(path)
 	cmd.Dir = dataDir
@@ -297,6 +316,7 @@ func (p *Plugin) spawn() (_ *instance, _ *pluginwire.Client, dataDir string, err
 	// of the host's environment is added to what the operator listed.
 	cmd.Env = append([]string{}, s.Env...)
 	setParentDeathSignal(cmd)
+	setCredential(cmd, s.RunAs)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig: pluginwire.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -309,6 +329,7 @@ func (p *Plugin) spawn() (_ *instance, _ *pluginwire.Client, dataDir string, err
 		StartTimeout:     opts.StartTimeout,
 		GRPCDialOptions:  pluginwire.DialOptions(opts.MaxResultBytes),
 		Logger:           newHCLog(p.log),
+		UnixSocketConfig: sockets,
 	})
 	inst := &instance{client: client, cmd: cmd}
 	defer func() {
@@ -320,6 +341,11 @@ func (p *Plugin) spawn() (_ *instance, _ *pluginwire.Client, dataDir string, err
 	var rpcClient plugin.ClientProtocol
 	onSpawnThread(func() { rpcClient, err = client.Client() })
 	if err != nil {
+		if s.RunAs != nil {
+			if why := unreachable(s.RunAs, path, dataDir); why != "" {
+				return nil, nil, "", fmt.Errorf("start %s: %w (%s.run_as: %s)", path, explainStart(err), s.where(), why)
+			}
+		}
 		return nil, nil, "", fmt.Errorf("start %s: %w", path, explainStart(err))
 	}
 	if rc := client.ReattachConfig(); rc != nil {

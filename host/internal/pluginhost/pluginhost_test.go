@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bins = dir
-	for _, name := range []string{"notes", "crash", "leaky", "publisher"} {
+	for _, name := range []string{"notes", "crash", "leaky", "publisher", "probe"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./testdata/plugins/"+name)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {

@@ -127,7 +127,7 @@ func (s *Server) approvalError(c echo.Context, err error) error {
 		status = http.StatusBadRequest
 	case errors.Is(err, approvals.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, approvals.ErrSelfApproval):
+	case errors.Is(err, approvals.ErrSelfApproval), errors.Is(err, approvals.ErrUnboundDecider):
 		status = http.StatusForbidden
 	case errors.Is(err, approvals.ErrDecided):
 		status = http.StatusConflict
