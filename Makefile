@@ -13,6 +13,13 @@
 #               or more (25% in runs under 5m, which cannot tell a small creep
 #               from warm-up); writes a markdown report to SOAK_REPORT. Not part of
 #               `make test`, and not run with -race: it measures capacity.
+#   make chaos  TestChaos (bench/chaos, -tags chaos): two replicas under steady
+#               load while PostgreSQL, NATS and Redis (processes of its own,
+#               each behind a fault proxy) restart, get 2 s of latency or are
+#               cut off for 30 s; fails on a lost acknowledged write or a
+#               recovery slower than 5 s; writes a markdown table to
+#               CHAOS_REPORT. CHAOS_SHORT=1 holds each fault 5 s and runs five
+#               of the nine; CHAOS_ONLY=regexp picks faults by name.
 #
 # Only Go is required. Node.js/npm, when present, add the TypeScript client
 # and the MCP conformance suite to `make test` (CI always runs them).
@@ -37,13 +44,16 @@ BENCHFLAGS ?=
 # How long `make soak` soaks (a Go duration), and where it writes its report.
 SOAK        ?= 10m
 SOAK_REPORT ?= $(BIN)/soak-report.md
+# Where `make chaos` writes its table; CHAOS_SHORT=1 for the quick run.
+CHAOS_REPORT ?= $(BIN)/chaos-report.md
+CHAOS_SHORT  ?=
 
 # Generator versions for `make proto`, pinned so output is reproducible.
 BUF_VERSION             := v1.75.0
 PROTOC_GEN_GO_VERSION   := v1.36.12
 PROTOC_GEN_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test test-go e2e-deps soak fuzz bench proto vet fmt check clean
+.PHONY: all build run test test-go e2e-deps soak chaos fuzz bench proto vet fmt check clean
 
 all: build
 
@@ -102,6 +112,14 @@ soak:
 	@mkdir -p $(dir $(SOAK_REPORT))
 	CAPGATE_SOAK=$(SOAK) CAPGATE_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
 		$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout $(SOAK)15m ./host/e2e
+
+# The chaos test drives the binaries make build made; it needs
+# initdb/pg_ctl, nats-server and redis-server, and runs them on ports of
+# its own.
+chaos: build
+	@mkdir -p $(dir $(CHAOS_REPORT))
+	cd bench && CHAOS_BIN=$(abspath $(BIN)) CHAOS_REPORT=$(abspath $(CHAOS_REPORT)) CHAOS_SHORT=$(CHAOS_SHORT) \
+		$(GO) test -tags chaos -run '^TestChaos$$' -count=1 -v -timeout 30m ./chaos
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/mcp
