@@ -108,6 +108,9 @@ type Config struct {
 	Limits dispatch.Limits
 	// Risk overrides the risk levels plugins declare.
 	Risk dispatch.RiskPolicy
+	// InBand turns in-band confirmation off by capability or pack
+	// (risk.in_band): their review_required calls wait for an approver.
+	InBand dispatch.InBand
 	// LimitsCounter is where the limits are counted.
 	LimitsCounter LimitsCounter
 	Plugins       []Plugin
@@ -216,6 +219,9 @@ type Approvals struct {
 	// approvals database keeps, which replicas sharing it agree on. A
 	// secret: never logged.
 	ConfirmKey string
+	// MaxPending is the most calls of one user that wait for a decision
+	// at once (approvals.max_pending).
+	MaxPending int
 }
 
 // Tasks configures the tasks of the MCP tasks extension: calls of

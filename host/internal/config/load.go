@@ -154,6 +154,7 @@ var Settings = []Setting{
 	{Key: "approvals.four_eyes", Default: "true", kind: kindBool, def: true},
 	{Key: "approvals.confirm_ttl", Default: "10m", kind: kindDuration, def: "10m"},
 	{Key: "approvals.confirm_key", Default: "", kind: kindString, def: ""},
+	{Key: "approvals.max_pending", Default: "20", kind: kindInt, def: 20},
 	{Key: "tasks.enabled", Default: "true", kind: kindBool, def: true},
 	{Key: "tasks.ttl", Default: "1h", kind: kindDuration, def: "1h"},
 	{Key: "tasks.run_timeout", Default: "30m", kind: kindDuration, def: "30m"},
@@ -203,7 +204,7 @@ var (
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
 	auditKeys        = []string{"enabled", "retention", "on_unavailable"}
-	approvalsKeys    = []string{"ttl", "four_eyes", "confirm_ttl", "confirm_key"}
+	approvalsKeys    = []string{"ttl", "four_eyes", "confirm_ttl", "confirm_key", "max_pending"}
 	tasksKeys        = []string{"enabled", "ttl", "run_timeout", "max_per_principal", "poll_interval"}
 	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
 	logKeys          = []string{"level", "format"}
@@ -217,7 +218,8 @@ var (
 	tokenKeys        = []string{"token", "token_sha256", "label", "role", "scope", "user_id"}
 	limitsKeys       = []string{"default", "per_token", "roles", "capabilities", "redis_url", "on_redis_error"}
 	rateKeys         = []string{"rate", "burst"}
-	riskKeys         = []string{"capabilities", "packs"}
+	riskKeys         = []string{"capabilities", "packs", "in_band"}
+	inBandKeys       = []string{"capabilities", "packs"}
 	pluginKeys       = []string{"name", "path", "sha256", "env", "max_in_flight", "restart", "run_as", "config"}
 )
 
@@ -394,7 +396,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}, Search: search, Tracing: Tracing{Headers: traceHeaders}}
 	cfg.DisabledCapabilities = l.capabilityNames("disabled_capabilities", sections["disabled_capabilities"])
 	cfg.Limits, cfg.LimitsCounter = l.limits(sections["limits"], roles)
-	cfg.Risk = l.risk(sections["risk"])
+	cfg.Risk, cfg.InBand = l.risk(sections["risk"])
 	l.resolveSettings(cfg)
 	l.oauth(cfg, oauthLists)
 	cfg.Packs = map[string]bool{}
@@ -672,6 +674,7 @@ func (l *loader) resolveSettings(cfg *Config) {
 			l.addAt("approvals.confirm_key", src, "must be at least 32 bytes (a random one: openssl rand -base64 32), got %d; leave it empty to use a key kept in the approvals database", len(cfg.Approvals.ConfirmKey))
 		}
 	}
+	cfg.Approvals.MaxPending = int(intIn("approvals.max_pending", 1, 10_000))
 	if v, _, ok := get("tasks.enabled"); ok {
 		cfg.Tasks.Enabled = v.(bool)
 	}
@@ -1506,9 +1509,13 @@ func (l *loader) limits(n *yaml.Node, roles map[string][]string) (dispatch.Limit
 }
 
 // risk reads the risk section: levels by capability and by pack, which
-// override the levels plugins declare.
-func (l *loader) risk(n *yaml.Node) dispatch.RiskPolicy {
-	var out dispatch.RiskPolicy
+// override the levels plugins declare, and where in-band confirmation is
+// off (in_band).
+func (l *loader) risk(n *yaml.Node) (dispatch.RiskPolicy, dispatch.InBand) {
+	var (
+		out    dispatch.RiskPolicy
+		inBand dispatch.InBand
+	)
 	pairs, _ := l.mapping("risk", n)
 	for _, p := range pairs {
 		var (
@@ -1521,6 +1528,9 @@ func (l *loader) risk(n *yaml.Node) dispatch.RiskPolicy {
 			name, what, into = registry.ValidName, `a capability name such as "booking.create"`, &out.Capabilities
 		case "packs":
 			name, what, into = packName.MatchString, `a pack name such as "booking"`, &out.Packs
+		case "in_band":
+			inBand = l.inBand(p.path, p.val)
+			continue
 		default:
 			l.unknown(p, riskKeys)
 			continue
@@ -1546,7 +1556,60 @@ func (l *loader) risk(n *yaml.Node) dispatch.RiskPolicy {
 			(*into)[e.key] = level
 		}
 	}
+	return out, inBand
+}
+
+// inBand reads risk.in_band: {capabilities: {name: bool}, packs: {name:
+// bool}}, false turning in-band confirmation off.
+func (l *loader) inBand(path string, n *yaml.Node) dispatch.InBand {
+	var out dispatch.InBand
+	pairs, _ := l.mapping(path, n)
+	for _, p := range pairs {
+		var (
+			name func(string) bool
+			what string
+			into *map[string]bool
+		)
+		switch p.key {
+		case "capabilities":
+			name, what, into = registry.ValidName, `a capability name such as "booking.add_resource"`, &out.Capabilities
+		case "packs":
+			name, what, into = packName.MatchString, `a pack name such as "booking"`, &out.Packs
+		default:
+			l.unknown(p, inBandKeys)
+			continue
+		}
+		switches, _ := l.mapping(p.path, p.val)
+		for _, e := range switches {
+			if !name(e.key) {
+				l.addf(e.path, e.val.Line, "must be keyed by %s, got %q", what, shorten(e.key))
+				continue
+			}
+			on, ok := l.onOff(e.path, e.val)
+			if !ok {
+				continue
+			}
+			if *into == nil {
+				*into = map[string]bool{}
+			}
+			(*into)[e.key] = on
+		}
+	}
 	return out
+}
+
+// onOff reads a switch: a YAML boolean, or a string ("${VAR}") that
+// parses as one.
+func (l *loader) onOff(path string, n *yaml.Node) (bool, bool) {
+	if v := resolve(n); v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!bool" || v.ShortTag() == "!!str") {
+		if raw, ok := l.scalarValue(path, v); ok {
+			if b, ok := kindBool.convert(raw); ok {
+				return b.(bool), true
+			}
+		}
+	}
+	l.addf(path, n.Line, "must be true or false, got %s", describe(resolve(n)))
+	return false, false
 }
 
 // rate reads {rate: "10/s", burst: 20}; burst defaults to the rate's count.
