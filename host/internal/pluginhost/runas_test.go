@@ -287,3 +287,19 @@ func TestHostEnvironmentHidden(t *testing.T) {
 		t.Errorf("the control (a dumpable host) read as %q, error %q; the probe cannot tell a refusal from a failure", got.Reads[0].Content, got.Reads[0].Err)
 	}
 }
+
+// TestRunAsCheck: `capgate validate` runs a run_as plugin as its user too,
+// in a throwaway data directory it opens to that user.
+func TestRunAsCheck(t *testing.T) {
+	asNobody(t)
+	tmp, err := os.MkdirTemp("", "capgate-validate-*") // as validate makes it: 0700, root's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	checked := pluginhost.Check(context.Background(), []pluginhost.Spec{probe("prober", `{}`)},
+		quietOptions(t, tmp, nil))
+	if c := checked[0]; c.Err != nil || c.Description == nil || c.Description.Name != "probe" {
+		t.Fatalf("check = %+v", c)
+	}
+}
