@@ -155,8 +155,13 @@ func classify(dec *Decision, err error) error {
 		nc *NeedsConfirmation
 		ni *NeedsInput
 		mc *MissingCapability
+		h  *hiddenRefusal
+		mo *maskedOwnership
 	)
 	switch {
+	case errors.As(err, &mo):
+		// The caller hears "no such target"; the trail keeps the step.
+		dec.Refusal = mo.refusal
 	case errors.As(err, &r):
 		dec.Refusal = r
 	case errors.As(err, &nc):
@@ -167,6 +172,9 @@ func classify(dec *Decision, err error) error {
 		dec.Err = &ToolError{Code: InvalidInput, Message: mc.Error()}
 	case errors.As(err, &te):
 		dec.Err = te
+	case errors.As(err, &h):
+		// The caller hears "unknown"; the trail keeps the real step.
+		dec.Refusal = h.refusal
 	case errors.Is(err, ErrUnknownCapability):
 		dec.Refusal = &Refusal{Step: StepUnknown, Capability: dec.Capability, Reason: "no plugin provides this capability"}
 	default:

@@ -173,6 +173,11 @@ type Policy struct {
 	Limits Limits
 	// Risk overrides the risk levels plugins declare.
 	Risk RiskPolicy
+	// OwnershipAsMissing makes a call on another user's target answer
+	// exactly as one on a target that does not exist (a NotFound tool
+	// error with one message for both), for deployments that would rather
+	// not confirm that an id exists. The audit trail keeps the real step.
+	OwnershipAsMissing bool
 }
 
 // RiskPolicy is the operator's say over risk levels: a level set for a
@@ -228,6 +233,7 @@ type compiledPolicy struct {
 	disabled   map[string]bool
 	limits     Limits
 	risk       RiskPolicy
+	asMissing  bool
 }
 
 // riskOf is c's level under the policy.
@@ -292,7 +298,7 @@ func (d *Dispatcher) SetPolicy(policy Policy) error {
 	// requests and must not change under them if the caller's maps do.
 	c := &compiledPolicy{
 		packs: maps.Clone(policy.Packs), roles: map[string]permSet{}, actionsOff: policy.ActionsOff,
-		disabled: map[string]bool{}, limits: policy.Limits.clone(),
+		disabled: map[string]bool{}, limits: policy.Limits.clone(), asMissing: policy.OwnershipAsMissing,
 		risk: RiskPolicy{Capabilities: maps.Clone(policy.Risk.Capabilities), Packs: maps.Clone(policy.Risk.Packs)},
 	}
 	for role, perms := range policy.Roles {
@@ -506,14 +512,14 @@ type call struct {
 
 // invoke is the gate for one call.
 func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args json.RawMessage, c *call) (json.RawMessage, error) {
+	pol := d.policy.Load()
 	e, ok := d.reg.Lookup(name)
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownCapability, name)
+		return nil, d.unseen(ctx, pol, p, name, nil)
 	}
 	c.entry = e
-	pol := d.policy.Load()
 	if r := check(pol, p, &e.Capability); r != nil {
-		return nil, r
+		return nil, d.refusedAt(ctx, pol, p, e, r)
 	}
 	if r := d.auditDown(e); r != nil {
 		return nil, r
@@ -548,6 +554,9 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 		res, err = d.idempotent(ctx, e, req, key)
 	} else {
 		res, err = d.run(ctx, e, req)
+	}
+	if err != nil && pol.asMissing && e.OwnerGuarded && p.Scope != ScopeAdmin {
+		err = asMissing(e.Name, err)
 	}
 	if err != nil {
 		var ir *InputRequired

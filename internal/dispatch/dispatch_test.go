@@ -30,6 +30,19 @@ func refusalAt(t *testing.T, err error, step dispatch.Step, capability string) {
 	}
 }
 
+// answeredUnknown fails the test unless err answers exactly as a call to
+// a name no plugin provides: ErrUnknownCapability, no *Refusal to find.
+func answeredUnknown(t *testing.T, err error, capability string) {
+	t.Helper()
+	var r *dispatch.Refusal
+	if !errors.Is(err, dispatch.ErrUnknownCapability) || errors.As(err, &r) {
+		t.Fatalf("err = %v (%T), want the answer to an unknown name", err, err)
+	}
+	if want := fmt.Sprintf("%v %q", dispatch.ErrUnknownCapability, capability); err.Error() != want {
+		t.Fatalf("err = %q, want %q", err, want)
+	}
+}
+
 // toolError fails the test unless err is a *ToolError with code.
 func toolError(t *testing.T, err error, code dispatch.ToolErrorCode) *dispatch.ToolError {
 	t.Helper()
@@ -80,7 +93,8 @@ func TestPackStep(t *testing.T) {
 					}
 					continue
 				}
-				refusalAt(t, err, dispatch.StepPack, capCancel)
+				// Invisible and un-callable: answered as an unknown name.
+				answeredUnknown(t, err, capCancel)
 				untouched(t, dk)
 			}
 		})

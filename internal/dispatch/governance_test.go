@@ -62,14 +62,15 @@ func TestKillSwitch(t *testing.T) {
 }
 
 // TestDisabledCapability: a switched-off capability is refused to everyone
-// at kill_switch, before the pack, and listed to no one; the others stay.
+// as if it did not exist (the trail records kill_switch, before the pack),
+// and listed to no one; the others stay.
 func TestDisabledCapability(t *testing.T) {
 	policy := deskPolicy()
 	policy.DisabledCapabilities = []string{capGet}
 	policy.Packs["booking"] = false // the switch is decided first
 	d, dk := newGate(t, policy)
 	_, err := d.Invoke(context.Background(), operator, capGet, json.RawMessage(`{"id":"b-1"}`))
-	refusalAt(t, err, dispatch.StepKillSwitch, capGet)
+	answeredUnknown(t, err, capGet)
 	untouched(t, dk)
 	for _, e := range d.Visible(operator) {
 		if e.Name == capGet {
@@ -88,9 +89,9 @@ func (failingLimiter) Allow(context.Context, dispatch.LimitKey, dispatch.Rate) (
 	return false, 0, errors.New("dial tcp 127.0.0.1:6379: connection refused")
 }
 
-// TestRateLimitStep: limits apply per token, after the permission step
-// (a refused caller uses up nothing) and before the arguments are read (a
-// call with bad arguments still counts); a capability's own rate beats
+// TestRateLimitStep: limits apply per token, to refused calls too (a
+// refusal costs the caller its share, so it cannot flood for free), and
+// before the arguments are read (a call with bad arguments still counts); a capability's own rate beats
 // its role's, which beats the default; the per-token rate spans
 // capabilities; a counter that is down refuses without saying why.
 func TestRateLimitStep(t *testing.T) {
@@ -110,11 +111,13 @@ func TestRateLimitStep(t *testing.T) {
 		return err
 	}
 
-	// Permission refusals use up nothing: the partner role lacks booking.read.
+	// Permission refusals are counted: the partner role lacks
+	// booking.read, and its third call meets the default of two.
 	partner := dispatch.Principal{Role: "partner", Scope: dispatch.ScopeRead, Token: "p"}
-	for range 3 {
+	for range 2 {
 		refusalAt(t, call(partner, capGet, `{"id":"b-1"}`), dispatch.StepPermission, capGet)
 	}
+	refusalAt(t, call(partner, capGet, `{"id":"b-1"}`), dispatch.StepRateLimit, capGet)
 	// Default: two calls to booking.list per token, bad arguments included.
 	a := tok(aliceRead, "a")
 	if err := call(a, capList, `{"limit":"x"}`); err == nil || errors.As(err, new(*dispatch.Refusal)) {
@@ -192,7 +195,7 @@ func TestSetPolicyIsAtomic(t *testing.T) {
 		wg    sync.WaitGroup
 		mixed atomic.Int64
 		calls atomic.Int64
-		sawA  atomic.Bool // refused at the pack: policy A
+		sawA  atomic.Bool // refused at the pack, as unknown: policy A
 		sawB  atomic.Bool // refused at the permission: policy B
 	)
 	for range 4 {
@@ -204,10 +207,10 @@ func TestSetPolicyIsAtomic(t *testing.T) {
 				calls.Add(1)
 				var r *dispatch.Refusal
 				switch {
+				case errors.Is(err, dispatch.ErrUnknownCapability):
+					sawA.Store(true) // the pack is off: an unknown name
 				case !errors.As(err, &r):
 					mixed.Add(1)
-				case r.Step == dispatch.StepPack:
-					sawA.Store(true)
 				case r.Step == dispatch.StepPermission:
 					sawB.Store(true)
 				}

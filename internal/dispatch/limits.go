@@ -161,19 +161,29 @@ func (d *Dispatcher) limit(ctx context.Context, pol *compiledPolicy, p Principal
 		if rate.IsZero() {
 			continue
 		}
-		ok, wait, err := d.limiter.Allow(ctx, c.key(p, capability), rate)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return &Refusal{Step: StepRateLimit, Capability: capability,
-				Reason: "the rate-limit count is unavailable, so calls are refused until it is back"}, nil
+		if r, err := d.take(ctx, c.key(p, capability), rate, capability, c); r != nil || err != nil {
+			return r, err
 		}
-		if !ok {
-			wait = max(wait, time.Millisecond)
-			return &Refusal{Step: StepRateLimit, Capability: capability, RetryAfter: wait,
-				Reason: fmt.Sprintf("%s are limited to %s; retry in %s", c.what(capability), rate, readable(wait))}, nil
+	}
+	return nil, nil
+}
+
+// take takes one call from key's bucket under rate: nil when there was
+// one, the refusal (naming what c counts) when not or when the count is
+// unavailable.
+func (d *Dispatcher) take(ctx context.Context, key LimitKey, rate Rate, capability string, c counted) (*Refusal, error) {
+	ok, wait, err := d.limiter.Allow(ctx, key, rate)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
+		return &Refusal{Step: StepRateLimit, Capability: capability,
+			Reason: "the rate-limit count is unavailable, so calls are refused until it is back"}, nil
+	}
+	if !ok {
+		wait = max(wait, time.Millisecond)
+		return &Refusal{Step: StepRateLimit, Capability: capability, RetryAfter: wait,
+			Reason: fmt.Sprintf("%s are limited to %s; retry in %s", c.what(capability), rate, readable(wait))}, nil
 	}
 	return nil, nil
 }
@@ -183,8 +193,9 @@ func (d *Dispatcher) limit(ctx context.Context, pol *compiledPolicy, p Principal
 type counted int
 
 const (
-	perCall  counted = iota // a token's calls to one capability
-	perToken                // a token's calls to all of them
+	perCall   counted = iota // a token's calls to one capability
+	perToken                 // a token's calls to all of them
+	perUnseen                // a token's calls to names it cannot see
 )
 
 func (c counted) rate(l Limits, p Principal, capability string) Rate {
@@ -202,8 +213,11 @@ func (c counted) key(p Principal, capability string) LimitKey {
 }
 
 func (c counted) what(capability string) string {
-	if c == perCall {
+	switch c {
+	case perCall:
 		return "this token's calls to " + capability
+	case perUnseen:
+		return "this token's calls to capabilities it cannot see"
 	}
 	return "this token's calls"
 }

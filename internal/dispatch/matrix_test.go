@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,9 @@ type combo struct {
 	shape     shape
 	target    target
 	argsValid bool
+	// asMissing: the operator has another user's target answer as a
+	// missing one (Policy.OwnershipAsMissing).
+	asMissing bool
 }
 
 func (c combo) String() string {
@@ -133,17 +137,32 @@ func (c combo) String() string {
 	if c.auditDown {
 		au = "audit-down"
 	}
-	return fmt.Sprintf("kill=%s/pack=%s/scope=%q/%s/perm=%s/risk=%s/%s/%s/%s/target=%s/%s", c.kill, c.pack, c.scope, b, c.grant, c.risk, au, l, c.shape.name, c.target, a)
+	own := ""
+	if c.asMissing {
+		own = "/ownership-as-missing"
+	}
+	return fmt.Sprintf("kill=%s/pack=%s/scope=%q/%s/perm=%s/risk=%s/%s/%s/%s/target=%s/%s%s", c.kill, c.pack, c.scope, b, c.grant, c.risk, au, l, c.shape.name, c.target, a, own)
 }
 
 // verdict is what the gate should do with a combination.
 type verdict struct {
-	outcome string // a dispatch.Step, "invalid-input", "not-found" or "ok"
-	resolve bool   // the provider is asked who owns the target
-	invoke  bool   // the provider runs the capability
+	// outcome is what the caller learns: a dispatch.Step, "unknown" (the
+	// answer to a name no plugin provides), "invalid-input", "not-found"
+	// or "ok"; recorded is what the audit trail keeps, when it differs.
+	outcome, recorded string
+	resolve           bool // the provider is asked who owns the target
+	invoke            bool // the provider runs the capability
 	// held: refused at step risk after the arguments, for want of a
 	// human's approval; tools/list still shows the capability.
 	held bool
+}
+
+// step is what the audit trail records of the verdict.
+func (v verdict) step() string {
+	if v.recorded != "" {
+		return v.recorded
+	}
+	return v.outcome
 }
 
 // argumentIndependent are the outcomes decided before arguments matter:
@@ -154,7 +173,23 @@ var argumentIndependent = []string{
 }
 
 // oracle applies the rules of doc.go, in their order, to a combination.
+// A refusal before the arguments still costs the token a call: with no
+// call left, the caller learns that instead.
 func oracle(c combo) verdict {
+	v := gateOracle(c)
+	hidden := v.outcome == "kill_switch" && c.kill == killDisabled || v.outcome == "pack"
+	switch {
+	case hidden && c.limited:
+		return verdict{outcome: "rate_limit"}
+	case hidden: // invisible and un-callable: answered as an unknown name
+		return verdict{outcome: "unknown", recorded: v.outcome}
+	case c.limited && slices.Contains(argumentIndependent, v.outcome) && !v.held:
+		return verdict{outcome: "rate_limit"}
+	}
+	return v
+}
+
+func gateOracle(c combo) verdict {
 	knownScope := c.scope == dispatch.ScopeRead || c.scope == dispatch.ScopeAction || c.scope == dispatch.ScopeAdmin
 	switch {
 	case c.kill == killDisabled, c.kill == killActionsOff && c.shape.action: // 1. the operator's switches
@@ -182,6 +217,8 @@ func oracle(c combo) verdict {
 		switch {
 		case c.target == targetMissing:
 			return verdict{outcome: "not-found", resolve: true}
+		case (!c.bound || c.target != targetMine) && c.asMissing: // answered as a missing target
+			return verdict{outcome: "not-found", recorded: "ownership", resolve: true}
 		case !c.bound || c.target != targetMine:
 			return verdict{outcome: "ownership", resolve: true}
 		}
@@ -200,6 +237,8 @@ func outcomeOf(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
+	case errors.Is(err, dispatch.ErrUnknownCapability) && !errors.As(err, &r):
+		return "unknown"
 	case errors.As(err, &r):
 		return string(r.Step)
 	case errors.As(err, &te) && te.Code == dispatch.InvalidInput:
@@ -227,6 +266,10 @@ func combos() []combo {
 					for _, c := range gateCombos() {
 						c.kill, c.auditDown, c.limited, c.risk = kill, auditDown, limited, risk
 						out = append(out, c)
+						if kill == killNone && !auditDown && !limited && risk == riskDefault && c.shape.guarded {
+							c.asMissing = true
+							out = append(out, c)
+						}
 					}
 				}
 			}
@@ -268,8 +311,9 @@ func TestGateMatrix(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			policy := dispatch.Policy{
 				Packs: map[string]bool{"status": true}, Roles: matrixRoles,
-				ActionsOff: c.kill == killActionsOff,
-				Limits:     dispatch.Limits{Default: dispatch.Rate{Count: 1000, Per: time.Second}},
+				ActionsOff:         c.kill == killActionsOff,
+				Limits:             dispatch.Limits{Default: dispatch.Rate{Count: 1000, Per: time.Second}},
+				OwnershipAsMissing: c.asMissing,
 			}
 			if c.kill == killDisabled {
 				policy.DisabledCapabilities = []string{c.shape.name}
@@ -315,14 +359,37 @@ func TestGateMatrix(t *testing.T) {
 
 			want := oracle(c)
 			seen[want.outcome]++
+			if want.recorded != "" {
+				seen[want.recorded]++
+			}
 			_, err = d.Invoke(context.Background(), p, c.shape.name, json.RawMessage(args))
 			if got := outcomeOf(err); got != want.outcome {
 				t.Fatalf("outcome %q (%v), want %q", got, err, want.outcome)
 			}
-			if recs := a.take(); len(recs) != 1 || (recs[0].Refusal != nil) != slices.Contains(append(slices.Clone(argumentIndependent), "audit", "rate_limit", "ownership"), want.outcome) {
-				t.Errorf("audit records %+v, want one, refused = %v", recs, recs != nil && recs[0].Refusal != nil)
-			}
+			recs := a.take()
 			resolved, invoked := dk.calls()
+			refused := slices.Contains(append(slices.Clone(argumentIndependent), "audit", "rate_limit", "ownership"), want.step())
+			if len(recs) != 1 || (recs[0].Refusal != nil) != refused {
+				t.Fatalf("audit records %+v, want one, refused = %v", recs, refused)
+			}
+			if refused && string(recs[0].Refusal.Step) != want.step() {
+				t.Errorf("audit records step %q, want %q: the trail keeps the real step", recs[0].Refusal.Step, want.step())
+			}
+			if want.outcome == "unknown" {
+				// Exactly what a name no plugin provides answers.
+				_, unknownErr := d.Invoke(context.Background(), p, "booking.nonexistent", json.RawMessage(args))
+				a.take()
+				if err.Error() != strings.Replace(unknownErr.Error(), "booking.nonexistent", c.shape.name, 1) {
+					t.Errorf("hidden capability answers %q; an unknown name answers %q", err, unknownErr)
+				}
+			}
+			if want.recorded == "ownership" {
+				_, missErr := d.Invoke(context.Background(), p, c.shape.name, json.RawMessage(c.shape.valid(targetIDs[targetMissing])))
+				a.take()
+				if err.Error() != missErr.Error() {
+					t.Errorf("another user's target answers %q; a missing one %q", err, missErr)
+				}
+			}
 			if (resolved > 0) != want.resolve || resolved > 1 {
 				t.Errorf("ResolveOwner ran %d times, want asked=%v", resolved, want.resolve)
 			}
@@ -337,9 +404,13 @@ func TestGateMatrix(t *testing.T) {
 			// the arguments matter: Allowed and Visible agree with the
 			// oracle and with what Invoke just did.
 			e, _ := reg.Lookup(c.shape.name)
-			admitted := !slices.Contains(argumentIndependent, want.outcome) || want.held
+			admitted := !slices.Contains(append(slices.Clone(argumentIndependent), "unknown"), want.outcome) && !(c.limited && slices.Contains(argumentIndependent, gateOracle(c).outcome)) || want.held
 			var r *dispatch.Refusal
-			invokeAdmitted := !errors.As(err, &r) || !slices.Contains(argumentIndependent, string(r.Step)) || want.held
+			invokeAdmitted := !errors.Is(err, dispatch.ErrUnknownCapability) && (!errors.As(err, &r) || !slices.Contains(argumentIndependent, string(r.Step))) || want.held
+			if c.limited && want.outcome == "rate_limit" {
+				// The limit hides which step came first; tools/list knows.
+				invokeAdmitted = admitted
+			}
 			if allowed := d.Allowed(p, &e.Capability); allowed != admitted || allowed != invokeAdmitted {
 				t.Errorf("Allowed = %v; oracle admits = %v, Invoke admitted = %v", allowed, admitted, invokeAdmitted)
 			}
@@ -354,7 +425,7 @@ func TestGateMatrix(t *testing.T) {
 		})
 	}
 	// The matrix must reach every outcome, or it is not testing the gate.
-	for _, o := range append(slices.Clone(argumentIndependent), "audit", "rate_limit", "ownership", "invalid-input", "not-found", "ok") {
+	for _, o := range append(slices.Clone(argumentIndependent), "audit", "rate_limit", "ownership", "invalid-input", "not-found", "ok", "unknown") {
 		if seen[o] == 0 {
 			t.Errorf("no combination ends in %q", o)
 		}

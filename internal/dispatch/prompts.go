@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,15 +110,23 @@ func (d *Dispatcher) VisiblePrompts(p Principal) []*registry.Prompt {
 // refusal for the record), and p has calls left. what names the call in
 // a rate-limit refusal and the audit record.
 func (d *Dispatcher) prompt(ctx context.Context, p Principal, name string, rec *promptRecord) (*registry.Prompt, PromptProvider, error) {
+	pol := d.policy.Load()
 	pr, ok := d.reg.LookupPrompt(name)
 	if !ok {
+		if r, err := d.chargeUnseen(ctx, pol, p, name); r != nil || err != nil {
+			rec.refusal = r
+			return nil, nil, cmp.Or[error](err, r)
+		}
 		return nil, nil, fmt.Errorf("%w %q", ErrUnknownPrompt, cut(name))
 	}
 	rec.plugin = pr.Plugin
-	pol := d.policy.Load()
 	c := pr.Capability()
 	if r := check(pol, p, &c); r != nil {
 		rec.refusal = r
+		if lr, err := d.chargeUnseen(ctx, pol, p, name); lr != nil || err != nil {
+			rec.refusal = lr
+			return nil, nil, cmp.Or[error](err, lr)
+		}
 		return nil, nil, fmt.Errorf("%w %q", ErrUnknownPrompt, name)
 	}
 	if r, err := d.limit(ctx, pol, p, pr.Name); r != nil || err != nil {

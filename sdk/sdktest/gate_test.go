@@ -72,7 +72,6 @@ func TestGateRefusals(t *testing.T) {
 		code       sdk.ErrorCode // the failure for the agent, or neither: success
 		reason     string
 	}{
-		{"pack off", "vault.peek", alice, noteID{"n1"}, sdk.StepPack, 0, `pack "extra" is not enabled`},
 		{"action without a user", "vault.burn", sdk.Principal{Role: "customer", Scope: sdk.ScopeAction}, noteID{"n1"}, sdk.StepUserBinding, 0, "bound to a user"},
 		{"read scope calling an action", "vault.burn", sdk.Principal{Role: "customer", Scope: sdk.ScopeRead, UserID: "alice"}, noteID{"n1"}, sdk.StepScope, 0, `scope is "read"`},
 		{"unknown scope", "vault.read", sdk.Principal{Role: "customer", Scope: "root", UserID: "alice"}, noteID{"n1"}, sdk.StepScope, 0, `"root"`},
@@ -115,6 +114,11 @@ func TestGateRefusals(t *testing.T) {
 				t.Errorf("the handler ran %d times for a call that failed", ran)
 			}
 		})
+	}
+	// A capability whose pack is off is invisible and un-callable: it
+	// answers as one no plugin provides.
+	if _, err := c.Invoke(context.Background(), "vault.peek", alice, noteID{"n1"}); !errors.Is(err, sdk.ErrUnknownCapability) || sdk.IsRefused(err) {
+		t.Errorf("pack off: %v, want the answer to an unknown capability", err)
 	}
 	if _, err := c.Invoke(context.Background(), "vault.nope", alice, nil); !errors.Is(err, sdk.ErrUnknownCapability) {
 		t.Errorf("unknown capability: %v", err)

@@ -111,6 +111,9 @@ type Config struct {
 	// InBand turns in-band confirmation off by capability or pack
 	// (risk.in_band): their review_required calls wait for an approver.
 	InBand dispatch.InBand
+	// OwnershipAsMissing answers a call on another user's target as one
+	// on a target that does not exist (refusals.ownership: not_found).
+	OwnershipAsMissing bool
 	// LimitsCounter is where the limits are counted.
 	LimitsCounter LimitsCounter
 	Plugins       []Plugin
@@ -389,7 +392,8 @@ func (c *Config) Policy() dispatch.Policy {
 	return dispatch.Policy{
 		Packs: maps.Clone(c.Packs), Roles: roles,
 		ActionsOff: !c.ActionsEnabled, DisabledCapabilities: slices.Clone(c.DisabledCapabilities), Limits: limits,
-		Risk: dispatch.RiskPolicy{Capabilities: maps.Clone(c.Risk.Capabilities), Packs: maps.Clone(c.Risk.Packs)},
+		Risk:               dispatch.RiskPolicy{Capabilities: maps.Clone(c.Risk.Capabilities), Packs: maps.Clone(c.Risk.Packs)},
+		OwnershipAsMissing: c.OwnershipAsMissing,
 	}
 }
 

@@ -241,6 +241,7 @@ auth: {oauth: {issuer: "https://file.example.com"}}
 		{"CAPGATE_AUDIT_ENABLED", "false", func(c *Config) bool { return !c.Audit.Enabled }},
 		{"CAPGATE_AUDIT_RETENTION", "48h", func(c *Config) bool { return c.Audit.Retention == 48*time.Hour }},
 		{"CAPGATE_AUDIT_ON_UNAVAILABLE", "allow", func(c *Config) bool { return !c.Audit.RefuseActions }},
+		{"CAPGATE_REFUSALS_OWNERSHIP", "not_found", func(c *Config) bool { return c.OwnershipAsMissing && c.Policy().OwnershipAsMissing }},
 		{"CAPGATE_APPROVALS_TTL", "2h", func(c *Config) bool { return c.Approvals.TTL == 2*time.Hour }},
 		{"CAPGATE_APPROVALS_FOUR_EYES", "false", func(c *Config) bool { return !c.Approvals.FourEyes }},
 		{"CAPGATE_METRICS_LISTEN", "127.0.0.1:9464", func(c *Config) bool { return c.Metrics.Listen == "127.0.0.1:9464" }},

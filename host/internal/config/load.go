@@ -150,6 +150,7 @@ var Settings = []Setting{
 	{Key: "audit.enabled", Default: "true", kind: kindBool, def: true},
 	{Key: "audit.retention", Default: "720h", kind: kindDuration, def: "720h"},
 	{Key: "audit.on_unavailable", Default: "refuse_actions", kind: kindString, def: "refuse_actions"},
+	{Key: "refusals.ownership", Default: "distinct", kind: kindString, def: "distinct"},
 	{Key: "approvals.ttl", Default: "24h", kind: kindDuration, def: "24h"},
 	{Key: "approvals.four_eyes", Default: "true", kind: kindBool, def: true},
 	{Key: "approvals.confirm_ttl", Default: "10m", kind: kindDuration, def: "10m"},
@@ -199,11 +200,12 @@ var (
 const maxBodyLimit = 64 << 20
 
 var (
-	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "risk", "approvals", "tasks", "metrics", "tracing", "auth"}
+	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "refusals", "risk", "approvals", "tasks", "metrics", "tracing", "auth"}
 	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
 	auditKeys        = []string{"enabled", "retention", "on_unavailable"}
+	refusalsKeys     = []string{"ownership"}
 	approvalsKeys    = []string{"ttl", "four_eyes", "confirm_ttl", "confirm_key", "max_pending"}
 	tasksKeys        = []string{"enabled", "ttl", "run_timeout", "max_per_principal", "poll_interval"}
 	pluginRestartKey = []string{"initial_backoff", "max_backoff", "jitter", "max_restarts", "window"}
@@ -376,6 +378,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 	l.scalarSection("database", sections["database"], databaseKeys)
 	l.scalarSection("idempotency", sections["idempotency"], idempotencyKeys)
 	l.scalarSection("audit", sections["audit"], auditKeys)
+	l.scalarSection("refusals", sections["refusals"], refusalsKeys)
 	l.scalarSection("approvals", sections["approvals"], approvalsKeys)
 	l.scalarSection("tasks", sections["tasks"], tasksKeys)
 	packNames := l.filePacks(sections["packs"])
@@ -702,6 +705,15 @@ func (l *loader) resolveSettings(cfg *Config) {
 		case "allow":
 		default:
 			l.addAt("audit.on_unavailable", src, "must be refuse_actions (actions are refused while the audit trail cannot be written; reads carry on) or allow (calls carry on unrecorded), got %q", shorten(v.(string)))
+		}
+	}
+	if v, src, ok := get("refusals.ownership"); ok {
+		switch v.(string) {
+		case "distinct":
+		case "not_found":
+			cfg.OwnershipAsMissing = true
+		default:
+			l.addAt("refusals.ownership", src, "must be distinct (another user's target is refused at step ownership) or not_found (it answers exactly as a target that does not exist), got %q", shorten(v.(string)))
 		}
 	}
 	if v, src, ok := get("database.dsn"); ok {

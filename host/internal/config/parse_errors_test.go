@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, risk, approvals, tasks, metrics, tracing, auth"
+const topKnown = "known keys are enabled, listen, data_dir, tokens, roles, packs, default_scope, default_role, max_results, events_buffer_size, max_result_bytes, http, log, search, events, database, idempotency, plugins, actions_enabled, disabled_capabilities, limits, audit, refusals, risk, approvals, tasks, metrics, tracing, auth"
 
 // TestParseProblems holds one case per mistake an operator can make; each
 // names the exact lines the operator reads.
@@ -428,6 +428,11 @@ func TestParseProblems(t *testing.T) {
 				`audit.retention: must be greater than zero, got 0s (line 2)`,
 				`audit.on_unavailable: must be refuse_actions (actions are refused while the audit trail cannot be written; reads carry on) or allow (calls carry on unrecorded), got "ignore" (line 3)`,
 				`audit.size: unknown key; known keys are enabled, retention, on_unavailable (line 4)`,
+			}},
+		{"refusals", "refusals:\n  ownership: hide\n  step: 1\n",
+			nil, []string{
+				`refusals.ownership: must be distinct (another user's target is refused at step ownership) or not_found (it answers exactly as a target that does not exist), got "hide" (line 2)`,
+				`refusals.step: unknown key; known keys are ownership (line 3)`,
 			}},
 		{"on_redis_error without redis", "limits:\n  on_redis_error: allow\n",
 			nil, []string{`limits.on_redis_error: applies only with limits.redis_url (line 2)`}},

@@ -175,8 +175,17 @@ func TestToolsCallSuccess(t *testing.T) {
 }
 
 // TestToolsCallRefusals maps each gate step's refusal onto -32003 with the
-// step, reason and capability in data.
+// step, reason and capability in data; a tool whose pack is off answers
+// exactly as an unknown one.
 func TestToolsCallRefusals(t *testing.T) {
+	for _, ver := range allVersions {
+		f := newFixture(t, Options{})
+		hidden := f.send(mcptest.Alice, ver, rpc{method: "tools/call", id: 9, params: map[string]any{"name": mcptest.LLMAsk, "arguments": map[string]any{}}})
+		unknown := f.send(mcptest.Alice, ver, rpc{method: "tools/call", id: 9, params: map[string]any{"name": "llm.nosuch", "arguments": map[string]any{}}})
+		if hidden.status != unknown.status || strings.ReplaceAll(string(hidden.raw), mcptest.LLMAsk, "X") != strings.ReplaceAll(string(unknown.raw), "llm.nosuch", "X") {
+			t.Errorf("@%s: pack off answers %d %s; an unknown tool %d %s", ver, hidden.status, hidden.raw, unknown.status, unknown.raw)
+		}
+	}
 	cases := []struct {
 		name string
 		p    dispatch.Principal
@@ -184,7 +193,6 @@ func TestToolsCallRefusals(t *testing.T) {
 		args map[string]any
 		step dispatch.Step
 	}{
-		{"pack", mcptest.Alice, mcptest.LLMAsk, map[string]any{}, dispatch.StepPack},
 		{"user binding", mcptest.Anonymous, mcptest.Cancel, map[string]any{"id": "b-1"}, dispatch.StepUserBinding},
 		{"scope", mcptest.Reader, mcptest.Cancel, map[string]any{"id": "b-1"}, dispatch.StepScope},
 		{"permission", mcptest.Guest, mcptest.Search, map[string]any{"query": "x"}, dispatch.StepPermission},
@@ -453,7 +461,6 @@ func TestToolsCallOperatorRefusals(t *testing.T) {
 		retry bool
 	}{
 		{mcptest.Cancel, map[string]any{"id": "b-1"}, dispatch.StepKillSwitch, false},
-		{mcptest.Search, map[string]any{"query": "x"}, dispatch.StepKillSwitch, false},
 		{mcptest.BookingGet, map[string]any{"id": "b-1"}, "", false}, // the one call the hour allows
 		{mcptest.BookingGet, map[string]any{"id": "b-1"}, dispatch.StepRateLimit, true},
 	} {
@@ -473,6 +480,10 @@ func TestToolsCallOperatorRefusals(t *testing.T) {
 		if has != tc.retry || (tc.retry && (ms < 3_500_000 || ms > 3_600_000)) {
 			t.Errorf("%s: retry_after_ms = %v (present %v), want about an hour: %s", tc.tool, data["retry_after_ms"], has, rep.raw)
 		}
+	}
+	// A disabled tool is an unknown one.
+	if rep := f.send(mcptest.Alice, Version20251125, rpc{method: "tools/call", id: 1, params: map[string]any{"name": mcptest.Search, "arguments": map[string]any{"query": "x"}}}); !strings.Contains(string(rep.raw), `unknown tool \"`+mcptest.Search+`\"`) {
+		t.Errorf("disabled %s: %s, want the answer to an unknown tool", mcptest.Search, rep.raw)
 	}
 	list := f.send(mcptest.Alice, Version20251125, rpc{method: "tools/list", id: 2})
 	if strings.Contains(string(list.raw), `"`+mcptest.Search+`"`) || !strings.Contains(string(list.raw), `"`+mcptest.BookingGet+`"`) {

@@ -101,7 +101,8 @@ func TestCallOutcomes(t *testing.T) {
 		{"scope", mcptest.Reader, mcptest.Rename, `{"id":"b-1","title":"x"}`, 403, "scope", "", "scope"},
 		{"user binding", mcptest.Anonymous, mcptest.Rename, `{"id":"b-1","title":"x"}`, 403, "user_binding", "", "bound to a user"},
 		{"permission", mcptest.Guest, mcptest.Search, `{"query":"x"}`, 403, "permission", "", `role "guest" does not hold permission "search.read"`},
-		{"pack", mcptest.Admin, mcptest.LLMAsk, `{}`, 403, "pack", "", `pack "llm" is not enabled`},
+		// Invisible and un-callable: as if no plugin provided it.
+		{"pack", mcptest.Admin, mcptest.LLMAsk, `{}`, 404, "", "", `no capability is named "llm.ask"`},
 		{"scope unknown", dispatch.Principal{Role: "admin", UserID: "u"}, mcptest.Search, `{"query":"x"}`, 403, "scope", "", "not one of"},
 		{"unknown capability", mcptest.Admin, "no.such", `{}`, 404, "", "", `no capability is named "no.such"`},
 		{"invalid arguments", mcptest.Alice, mcptest.Search, `{"query":""}`, 422, "", "invalid_input", "invalid arguments for platform.search"},
@@ -306,7 +307,6 @@ func TestKillSwitchAndRisk(t *testing.T) {
 	for _, tc := range []struct {
 		capability, body, step string
 	}{
-		{mcptest.Search, `{"query":"x"}`, "kill_switch"},
 		{mcptest.Rename, `{"id":"b-1","title":"x"}`, "kill_switch"},
 		{mcptest.BookingGet, `{"id":"b-1"}`, "risk"},
 		// Held for a human, but this gate takes no approvals.
@@ -316,6 +316,11 @@ func TestKillSwitchAndRisk(t *testing.T) {
 		if d := rep.problem(t); rep.status != 403 || d.Step != tc.step {
 			t.Errorf("%s: %d %+v, want 403 at %s", tc.capability, rep.status, d, tc.step)
 		}
+	}
+	// A capability the operator disabled answers exactly as an unknown name.
+	hidden, unknown := f.post(mcptest.Alice, mcptest.Search, `{"query":"x"}`), f.post(mcptest.Alice, "platform.nosuch", `{"query":"x"}`)
+	if hidden.status != 404 || strings.ReplaceAll(string(hidden.body), mcptest.Search, "X") != strings.ReplaceAll(string(unknown.body), "platform.nosuch", "X") {
+		t.Errorf("disabled %s: %d %s; an unknown name: %d %s", mcptest.Search, hidden.status, hidden.body, unknown.status, unknown.body)
 	}
 }
 

@@ -2,6 +2,7 @@ package subscription_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -62,14 +63,17 @@ func TestGate(t *testing.T) {
 		// contains every one of want, or (neither) a result.
 		step sdk.Step
 		code sdk.ErrorCode
-		want []string
+		// unknown: answered as a capability no plugin provides (its pack
+		// is off: invisible and un-callable).
+		unknown bool
+		want    []string
 		// changed checks what a call that succeeds changed; nil means
 		// nothing may change.
 		changed func(t *testing.T, tg target, before, after holdings)
 	}{
-		{name: "pack off refuses an action", disabled: []string{"subscription"}, pr: alice, capability: "subscription.subscribe", args: subscribe, step: sdk.StepPack},
-		{name: "pack off refuses a read", disabled: []string{"subscription"}, pr: alice, capability: "subscription.get", args: get, step: sdk.StepPack},
-		{name: "pack off refuses the catalogue", disabled: []string{"subscription"}, pr: alice, capability: "subscription.plans", args: func(target) any { return nil }, step: sdk.StepPack},
+		{name: "pack off refuses an action", disabled: []string{"subscription"}, pr: alice, capability: "subscription.subscribe", args: subscribe, unknown: true},
+		{name: "pack off refuses a read", disabled: []string{"subscription"}, pr: alice, capability: "subscription.get", args: get, unknown: true},
+		{name: "pack off refuses the catalogue", disabled: []string{"subscription"}, pr: alice, capability: "subscription.plans", args: func(target) any { return nil }, unknown: true},
 
 		{name: "an action without a user", pr: nobody, capability: "subscription.subscribe", args: subscribe, step: sdk.StepUserBinding},
 		{name: "a cancel without a user", pr: nobody, capability: "subscription.cancel", args: cancelNow, step: sdk.StepUserBinding},
@@ -151,6 +155,10 @@ func TestGate(t *testing.T) {
 			args := tc.args(tg)
 			raw, err := c.Invoke(context.Background(), tc.capability, tc.pr, args)
 			switch {
+			case tc.unknown:
+				if !errors.Is(err, sdk.ErrUnknownCapability) || sdk.IsRefused(err) {
+					t.Fatalf("%s(%v) as %+v = %s, %v; want the answer to an unknown capability", tc.capability, args, tc.pr, raw, err)
+				}
 			case tc.step != "":
 				if got := sdk.RefusedAt(err); got != tc.step || sdk.CodeOf(err) != 0 {
 					t.Fatalf("%s(%v) as %+v = %s, %v (refused at %q); want a refusal at %s", tc.capability, args, tc.pr, raw, err, got, tc.step)
