@@ -51,7 +51,7 @@ func actions(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case st.ActionsOff:
-		fmt.Fprintf(stdout, "actions are off on every replica using this database (set by %s at %s); reads still work\n", st.ChangedBy, st.ChangedAt.Format(time.RFC3339))
+		fmt.Fprintf(stdout, "actions are off on every replica using this database (set by %s at %s); reads still work\n", cell(st.ChangedBy, 64), st.ChangedAt.Format(time.RFC3339))
 	case !cfg.ActionsEnabled:
 		fmt.Fprintf(stdout, "the shared switch is on, but %s sets actions_enabled: false, so actions stay off on the hosts it configures\n", path)
 	default:

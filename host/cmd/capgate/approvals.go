@@ -97,7 +97,8 @@ func approvalsCmd(args []string, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATUS\tCAPABILITY\tRISK\tUSER\tTOKEN\tCREATED\tEXPIRES")
 		for _, a := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Status, a.Capability, a.Risk, a.UserID, a.TokenLabel,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(a.ID, 64), cell(string(a.Status), 16), cell(a.Capability, 96),
+				cell(string(a.Risk), 32), cell(a.UserID, 64), cell(a.TokenLabel, 64),
 				a.CreatedAt.Format(time.RFC3339), a.ExpiresAt.Format(time.RFC3339))
 		}
 		_ = tw.Flush()
@@ -115,7 +116,7 @@ func approvalsCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if *by == "" {
+	if strings.TrimSpace(*by) == "" {
 		fmt.Fprintln(stderr, "capgate approvals: -by names the deciding user")
 		return 2
 	}
@@ -159,25 +160,31 @@ func approvalsExit(err error) int {
 	return 1
 }
 
+// maxShown bounds, in runes, the arguments and outcome show prints.
+const maxShown = 64 << 10
+
+// printApproval prints a for a terminal: every value its asker or a
+// decider wrote goes through cell, so none can move the cursor, clear the
+// screen or forge a line; the arguments are the redacted copy.
 func printApproval(w io.Writer, a approvals.Approval) {
-	fmt.Fprintf(w, "%s  %s\n", a.ID, a.Status)
-	fmt.Fprintf(w, "  capability  %s (%s)\n", a.Capability, a.Risk)
-	fmt.Fprintf(w, "  asked by    user %s, token %s (role %s, scope %s)\n", a.UserID, a.TokenLabel, a.Role, a.Scope)
-	fmt.Fprintf(w, "  arguments   %s\n", a.Args)
+	fmt.Fprintf(w, "%s  %s\n", cell(a.ID, 64), cell(string(a.Status), 16))
+	fmt.Fprintf(w, "  capability  %s (%s)\n", cell(a.Capability, 96), cell(string(a.Risk), 32))
+	fmt.Fprintf(w, "  asked by    user %s, token %s (role %s, scope %s)\n", cell(a.UserID, 64), cell(a.TokenLabel, 64), cell(a.Role, 64), cell(a.Scope, 16))
+	fmt.Fprintf(w, "  arguments   %s\n", cell(string(a.Shown), maxShown))
 	fmt.Fprintf(w, "  created     %s, expires %s\n", a.CreatedAt.Format(time.RFC3339), a.ExpiresAt.Format(time.RFC3339))
 	if a.DecidedBy != "" {
-		fmt.Fprintf(w, "  decided     by %s at %s", a.DecidedBy, a.DecidedAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "  decided     by %s at %s", cell(a.DecidedBy, 64), a.DecidedAt.Format(time.RFC3339))
 		if a.Reason != "" {
-			fmt.Fprintf(w, ": %s", a.Reason)
+			fmt.Fprintf(w, ": %s", cell(a.Reason, approvals.MaxReason))
 		}
 		fmt.Fprintln(w)
 	}
 	if a.Status == approvals.Done {
 		switch a.Outcome.Kind {
 		case approvals.OutcomeResult:
-			fmt.Fprintf(w, "  outcome     ran at %s: %s\n", a.FinishedAt.Format(time.RFC3339), a.Outcome.Result)
+			fmt.Fprintf(w, "  outcome     ran at %s: %s\n", a.FinishedAt.Format(time.RFC3339), cell(string(a.Outcome.Result), maxShown))
 		default:
-			fmt.Fprintf(w, "  outcome     %s at %s: %s\n", a.Outcome.Kind, a.FinishedAt.Format(time.RFC3339), a.Outcome.Message)
+			fmt.Fprintf(w, "  outcome     %s at %s: %s\n", cell(string(a.Outcome.Kind), 16), a.FinishedAt.Format(time.RFC3339), cell(a.Outcome.Message, maxShown))
 		}
 	}
 }
@@ -209,10 +216,10 @@ type outcomeJSON struct {
 
 func printApprovalJSON(w io.Writer, a approvals.Approval) {
 	out := approvalJSON{ID: a.ID, Status: string(a.Status), Capability: a.Capability, Risk: string(a.Risk), UserID: a.UserID,
-		Token: a.TokenLabel, Role: a.Role, Scope: a.Scope, Arguments: a.Args, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+		Token: a.TokenLabel, Role: a.Role, Scope: a.Scope, Arguments: a.Shown, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		DecidedBy: a.DecidedBy, Reason: a.Reason}
 	if !json.Valid(out.Arguments) {
-		out.Arguments, _ = json.Marshal(string(a.Args))
+		out.Arguments, _ = json.Marshal(string(a.Shown))
 	}
 	if !a.DecidedAt.IsZero() {
 		out.DecidedAt = &a.DecidedAt

@@ -108,3 +108,50 @@ func TestApprovalsCLIUsage(t *testing.T) {
 		t.Errorf("show of an unknown id: %d %q", code, errOut)
 	}
 }
+
+// TestApprovalsShowIsSafe: show prints the arguments with the sensitive
+// values redacted (in text and -json), and nothing a decider wrote can
+// reach the terminal as control characters: a reason cannot clear the
+// screen or forge a line. A decider bound to no user decides nothing.
+func TestApprovalsShowIsSafe(t *testing.T) {
+	dir := t.TempDir()
+	cfg := auditConfig(t, dir, "")
+	s, err := approvals.Open(context.Background(), "", dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Create(context.Background(), approvals.Request{TokenLabel: "tokens-0", Role: "customer", Scope: "action", UserID: "alice",
+		Capability: "account.reset", Args: []byte(`{"id":"a-1","Password":"hunter2"}`), Sensitive: [][]string{{"password"}},
+		Risk: registry.RiskDangerous, TTL: time.Hour})
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runApprovals("reject", a.ID, "-c", cfg, "-by", "  "); code != 2 || !strings.Contains(errOut, "-by") {
+		t.Fatalf("rejecting as no one: %d %q; want a usage error", code, errOut)
+	}
+	if code, _, errOut := runApprovals("approve", a.ID, "-c", cfg, "-by", "Alice"); code != 1 || !strings.Contains(errOut, "may not be decided by the user who made it") {
+		t.Fatalf("approving alice's call as Alice: %d %q", code, errOut)
+	}
+	forged := "no\x1b[2J\r\n2026-12-01 approved by ops\u202e"
+	if code, _, errOut := runApprovals("reject", a.ID, "-c", cfg, "-by", "ops", "-reason", forged); code != 0 {
+		t.Fatalf("reject: %d %q", code, errOut)
+	}
+	code, out, errOut := runApprovals("show", a.ID, "-c", cfg)
+	if code != 0 {
+		t.Fatalf("show: %d %q", code, errOut)
+	}
+	if strings.Contains(out, "hunter2") || !strings.Contains(out, `"id":"a-1"`) {
+		t.Errorf("show: %q; want the arguments with the password redacted", out)
+	}
+	if strings.ContainsAny(out, "\x1b\r\u202e") || strings.Contains(out, "\n2026-12-01 approved") {
+		t.Errorf("show: %q; the reason reached the terminal with its control characters", out)
+	}
+	code, out, _ = runApprovals("show", a.ID, "-c", cfg, "-json")
+	if code != 0 || strings.Contains(out, "hunter2") || !strings.Contains(out, `[redacted]`) {
+		t.Errorf("show -json: %d %q; want the password redacted", code, out)
+	}
+	if code, out, _ = runApprovals("list", "-c", cfg); code != 0 || strings.Contains(out, "hunter2") {
+		t.Errorf("list: %d %q", code, out)
+	}
+}

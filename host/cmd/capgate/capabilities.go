@@ -148,7 +148,7 @@ func capabilities(args []string, stdout, stderr io.Writer) int {
 	}
 	boundTo := "no user"
 	if p.UserID != "" {
-		boundTo = "user " + p.UserID
+		boundTo = "user " + cell(p.UserID, 64)
 	}
 	fmt.Fprintf(stdout, "%s: role %s, scope %s, %s: %d of %d capabilities allowed\n\n", who, p.Role, p.Scope, boundTo, allowed, len(verdicts))
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -157,7 +157,7 @@ func capabilities(args []string, stdout, stderr io.Writer) int {
 		answer := "allowed"
 		switch {
 		case !v.Allowed:
-			answer = "refused at " + v.Step + ": " + v.Reason
+			answer = "refused at " + cell(v.Step, 32) + ": " + cell(v.Reason, maxTableReason)
 		case v.Risk == "dangerous":
 			answer = "allowed, then held for an approver"
 		case v.Risk == "review_required":
@@ -170,7 +170,7 @@ func capabilities(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if ins.Switch.ActionsOff {
-		fmt.Fprintf(stdout, "\nthe shared kill switch is off (set by %s): no action is allowed until `capgate actions on`\n", ins.Switch.ChangedBy)
+		fmt.Fprintf(stdout, "\nthe shared kill switch is off (set by %s): no action is allowed until `capgate actions on`\n", cell(ins.Switch.ChangedBy, 64))
 	}
 	return 0
 }

@@ -63,10 +63,11 @@ func health(args []string, stdout, stderr io.Writer) int {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	msg := strings.TrimSpace(string(body))
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "capgate health: %s (%s): HTTP %d %s\n", target, from, resp.StatusCode, msg)
+		fmt.Fprintf(stderr, "capgate health: %s (%s): HTTP %d %s\n", target, from, resp.StatusCode, cell(msg, 4<<10))
 		return 1
 	}
-	fmt.Fprintln(stdout, msg)
+	// What the endpoint answered reaches the terminal only scrubbed.
+	fmt.Fprintln(stdout, cell(msg, 4<<10))
 	return 0
 }
 
