@@ -176,6 +176,11 @@ func (e *Entry) ValidateArgs(raw json.RawMessage) error {
 	if !ok {
 		return errors.New("arguments must be a JSON object")
 	}
+	// The decoded value kept the last of two same-named members; what a
+	// plugin or an approver reads of the raw bytes may not.
+	if d := DuplicateMember(raw); d != nil {
+		return d
+	}
 	if len(m) == 0 {
 		return e.emptyErr
 	}
