@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,6 +159,11 @@ type HTTP struct {
 	// default port, no trailing slash) that browsers may call from, besides
 	// same-host and localhost ones.
 	AllowedOrigins []string
+	// TrustedProxies are the reverse proxies (http.trusted_proxies) whose
+	// TrustedProxyHeader (http.trusted_proxy_header) names the client
+	// whose failed sign-ins and tokens are counted; both or neither.
+	TrustedProxies     []netip.Prefix
+	TrustedProxyHeader string
 }
 
 // Search configures the search registry.
@@ -252,6 +258,10 @@ type Metrics struct {
 	// Listen is where /metrics and /debug/pprof/ are served
 	// (metrics.listen); empty serves neither.
 	Listen string
+	// AllowedHosts are the host names (metrics.allowed_hosts) it answers
+	// besides addresses and localhost: any other Host is refused, so a
+	// page rebinding its own name to the listener reads nothing.
+	AllowedHosts []string
 }
 
 // Tracing configures the host's OpenTelemetry traces, exported over OTLP

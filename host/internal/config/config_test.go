@@ -211,7 +211,7 @@ events_buffer_size: 5
 roles: {admin: ["*"], viewer: []}
 default_role: viewer
 packs: {booking: false, search: true}
-http: {max_body_bytes: 5, request_timeout: 5s, shutdown_timeout: 5s}
+http: {max_body_bytes: 5, request_timeout: 5s, shutdown_timeout: 5s, trusted_proxies: [10.0.0.1], trusted_proxy_header: X-Real-IP}
 log: {level: error, format: text}
 auth: {oauth: {issuer: "https://file.example.com"}}
 `
@@ -236,6 +236,7 @@ auth: {oauth: {issuer: "https://file.example.com"}}
 		{"CAPGATE_EVENTS_STREAM", "OTHER_EVENTS", func(c *Config) bool { return c.Events.Stream == "OTHER_EVENTS" }},
 		{"CAPGATE_MAX_RESULT_BYTES", "2048", func(c *Config) bool { return c.MaxResultBytes == 2048 }},
 		{"CAPGATE_HTTP_MAX_IN_FLIGHT", "7", func(c *Config) bool { return c.HTTP.MaxInFlight == 7 }},
+		{"CAPGATE_HTTP_TRUSTED_PROXY_HEADER", "x-forwarded-for", func(c *Config) bool { return c.HTTP.TrustedProxyHeader == "X-Forwarded-For" }},
 		{"CAPGATE_DATABASE_DSN", "postgresql://u:p@h/db", func(c *Config) bool { return c.Database.DSN == "postgresql://u:p@h/db" }},
 		{"CAPGATE_IDEMPOTENCY_RETENTION", "90m", func(c *Config) bool { return c.Idempotency.Retention == 90*time.Minute }},
 		{"CAPGATE_AUDIT_ENABLED", "false", func(c *Config) bool { return !c.Audit.Enabled }},

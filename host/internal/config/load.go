@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -141,6 +142,7 @@ var Settings = []Setting{
 	{Key: "http.request_timeout", Default: "30s", kind: kindDuration, def: "30s"},
 	{Key: "http.shutdown_timeout", Default: "15s", kind: kindDuration, def: "15s"},
 	{Key: "http.max_in_flight", Default: strconv.Itoa(DefaultHTTPMaxInFlight), kind: kindInt, def: DefaultHTTPMaxInFlight},
+	{Key: "http.trusted_proxy_header", Default: "", kind: kindString, def: ""},
 	{Key: "log.level", Default: "info", kind: kindString, def: "info"},
 	{Key: "log.format", Default: "text", kind: kindString, def: "text"},
 	{Key: "events.nats_url", Default: "", kind: kindString, def: ""},
@@ -201,7 +203,7 @@ const maxBodyLimit = 64 << 20
 
 var (
 	topKeys          = []string{"enabled", "listen", "data_dir", "tokens", "roles", "packs", "default_scope", "default_role", "max_results", "events_buffer_size", "max_result_bytes", "http", "log", "search", "events", "database", "idempotency", "plugins", "actions_enabled", "disabled_capabilities", "limits", "audit", "refusals", "risk", "approvals", "tasks", "metrics", "tracing", "auth"}
-	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins"}
+	httpKeys         = []string{"max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "allowed_origins", "trusted_proxies", "trusted_proxy_header"}
 	databaseKeys     = []string{"dsn"}
 	idempotencyKeys  = []string{"retention"}
 	auditKeys        = []string{"enabled", "retention", "on_unavailable"}
@@ -212,7 +214,7 @@ var (
 	logKeys          = []string{"level", "format"}
 	searchKeys       = []string{"blocked_entities"}
 	eventsKeys       = []string{"nats_url", "stream"}
-	metricsKeys      = []string{"listen"}
+	metricsKeys      = []string{"listen", "allowed_hosts"}
 	tracingKeys      = []string{"otlp_endpoint", "otlp_protocol", "headers", "sample_ratio", "service_name"}
 	authKeys         = []string{"oauth"}
 	oauthKeys        = []string{"issuer", "resource", "audience", "jwks_url", "algorithms", "clock_skew", "jwks_refresh_interval", "jwks_min_refresh_interval", "user_claim", "role_claim", "default_role", "scopes", "scopes_supported", "resource_name"}
@@ -338,12 +340,16 @@ func (l *loader) load(doc *yaml.Node) *Config {
 		}
 	}
 	var origins []string
+	var proxies []netip.Prefix
+	proxiesLine := 0
 	if pairs, _ := l.mapping("http", sections["http"]); pairs != nil {
 		for _, p := range pairs {
 			switch p.key {
 			case "allowed_origins":
 				origins = l.origins(p.path, p.val)
-			case "max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight":
+			case "trusted_proxies":
+				proxies, proxiesLine = l.trustedProxies(p.path, p.val), p.keyNode.Line
+			case "max_body_bytes", "request_timeout", "shutdown_timeout", "max_in_flight", "trusted_proxy_header":
 				l.fileScalar(settingFor("http."+p.key), p.val)
 			default:
 				l.unknown(p, httpKeys)
@@ -360,7 +366,7 @@ func (l *loader) load(doc *yaml.Node) *Config {
 		}
 	}
 	l.scalarSection("events", sections["events"], eventsKeys)
-	l.scalarSection("metrics", sections["metrics"], metricsKeys)
+	metricsHosts := l.metricsSection(sections["metrics"])
 	var traceHeaders map[string]string
 	if pairs, _ := l.mapping("tracing", sections["tracing"]); pairs != nil {
 		for _, p := range pairs {
@@ -396,11 +402,13 @@ func (l *loader) load(doc *yaml.Node) *Config {
 			}
 		}
 	}
-	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins}, Search: search, Tracing: Tracing{Headers: traceHeaders}}
+	cfg := &Config{Roles: roles, HTTP: HTTP{AllowedOrigins: origins, TrustedProxies: proxies}, Search: search, Tracing: Tracing{Headers: traceHeaders},
+		Metrics: Metrics{AllowedHosts: metricsHosts}}
 	cfg.DisabledCapabilities = l.capabilityNames("disabled_capabilities", sections["disabled_capabilities"])
 	cfg.Limits, cfg.LimitsCounter = l.limits(sections["limits"], roles)
 	cfg.Risk, cfg.InBand = l.risk(sections["risk"])
 	l.resolveSettings(cfg)
+	l.proxyHeader(cfg, proxiesLine)
 	l.oauth(cfg, oauthLists)
 	cfg.Packs = map[string]bool{}
 	for _, name := range packNames {

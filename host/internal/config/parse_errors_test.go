@@ -24,7 +24,7 @@ func TestParseProblems(t *testing.T) {
 		{"unknown token key", "tokens:\n  - {token: abcdefgh, rol: admin}\n",
 			nil, []string{"tokens[0].rol: unknown key; known keys are token, token_sha256, label, role, scope, user_id (line 2)"}},
 		{"unknown http key", "http:\n  timeout: 5s\n",
-			nil, []string{"http.timeout: unknown key; known keys are max_body_bytes, request_timeout, shutdown_timeout, max_in_flight, allowed_origins (line 2)"}},
+			nil, []string{"http.timeout: unknown key; known keys are max_body_bytes, request_timeout, shutdown_timeout, max_in_flight, allowed_origins, trusted_proxies, trusted_proxy_header (line 2)"}},
 		{"unknown log key", "log:\n  lvl: debug\n",
 			nil, []string{"log.lvl: unknown key; known keys are level, format (line 2)"}},
 		{"unknown events key", "events:\n  url: nats://127.0.0.1:4222\n",
@@ -386,7 +386,7 @@ func TestParseProblems(t *testing.T) {
 			}},
 		{"metrics listener not an address", "metrics: {listen: ninety, port: 1}\n",
 			nil, []string{
-				`metrics.port: unknown key; known keys are listen (line 1)`,
+				`metrics.port: unknown key; known keys are listen, allowed_hosts (line 1)`,
 				`metrics.listen: must be host:port such as 127.0.0.1:8080, got "ninety" (line 1)`,
 			}},
 		{"tracing", "tracing:\n  otlp_endpoint: collector:4317\n  otlp_protocol: thrift\n  sample_ratio: 1.5\n  service_name: \"\"\n  exporter: otlp\n",
