@@ -19,6 +19,10 @@ var (
 	// ErrQueueFull: the writer's queue is at its bound; the record was
 	// dropped and counted (Stats.Dropped).
 	ErrQueueFull = errors.New("audit queue full")
+	// ErrTokenShare: the record's token has its share of the writer's
+	// queue waiting (WriterConfig.TokenShare); the record was dropped
+	// and counted. It is an ErrQueueFull.
+	ErrTokenShare = fmt.Errorf("%w: this token's share of it is used up", ErrQueueFull)
 	// ErrClosed: the writer is closed; the record was not taken.
 	ErrClosed = errors.New("audit writer closed")
 )
@@ -132,9 +136,9 @@ func (r *Record) validate() error {
 			return fmt.Errorf("%w: admitted record of %s names refusing step %q", ErrInvalid, clip(r.Capability), clip(r.Step))
 		}
 		switch r.Outcome {
-		case OutcomeOK, OutcomeToolError, OutcomeInternalError, OutcomeHeld, OutcomeAsked:
+		case OutcomeOK, OutcomeToolError, OutcomeInternalError, OutcomeHeld, OutcomeAsked, OutcomeInterrupted:
 		default:
-			return fmt.Errorf("%w: admitted record of %s has outcome %q; want ok, tool_error, internal_error, held or asked", ErrInvalid, clip(r.Capability), clip(string(r.Outcome)))
+			return fmt.Errorf("%w: admitted record of %s has outcome %q; want ok, tool_error, internal_error, held, asked or interrupted", ErrInvalid, clip(r.Capability), clip(string(r.Outcome)))
 		}
 	case Refused:
 		if r.Step == "" {

@@ -343,6 +343,12 @@ func (s *sqlStore) Append(ctx context.Context, records []Record) error {
 	if err != nil {
 		return fmt.Errorf("append audit records: %w", err)
 	}
+	return s.appendBlocks(ctx, blocksOf(rs))
+}
+
+// blocksOf encodes prepared records into blocks whose seq deltas are 0,
+// 1, ….
+func blocksOf(rs []Record) []*builder {
 	var bs []*builder
 	for chunk := range slices.Chunk(rs, maxBlockRecords) {
 		b := new(builder)
@@ -351,37 +357,55 @@ func (s *sqlStore) Append(ctx context.Context, records []Record) error {
 		}
 		bs = append(bs, b)
 	}
-	return s.appendBlocks(ctx, bs)
+	return bs
 }
 
 // appendBlocks stores built blocks, whose records' seq deltas are 0, 1,
 // …, in one transaction, giving them the next seqs in order.
 func (s *sqlStore) appendBlocks(ctx context.Context, bs []*builder) error {
+	return s.appendBlocksThen(ctx, bs, nil)
+}
+
+// appendBlocksThen is appendBlocks with then run in the same transaction
+// after the blocks are in (nil for nothing).
+func (s *sqlStore) appendBlocksThen(ctx context.Context, bs []*builder, then func(*sql.Tx) error) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error { return s.appendInTx(ctx, tx, bs, then) })
+	if err != nil {
+		total := 0
+		for _, b := range bs {
+			total += b.count
+		}
+		return fmt.Errorf("append %d audit records: %w", total, err)
+	}
+	return nil
+}
+
+// appendInTx stores bs in tx, giving them the next seqs in order, then
+// runs then (when set).
+func (s *sqlStore) appendInTx(ctx context.Context, tx *sql.Tx, bs []*builder, then func(*sql.Tx) error) error {
 	total := 0
 	for _, b := range bs {
 		total += b.count
 	}
 	takeSeqs, _, err := s.appendStmts(ctx)
-	if err == nil {
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
-			// Taking the range locks the sequence row until commit, so appends
-			// commit in the order of their seqs.
-			var last int64
-			if err := tx.StmtContext(ctx, takeSeqs).QueryRowContext(ctx, total).Scan(&last); err != nil {
-				return fmt.Errorf("take seqs: %w", err)
-			}
-			first := last - int64(total) + 1
-			for _, b := range bs {
-				if err := s.insertBlock(ctx, tx, b.block(first, first+int64(b.count)-1)); err != nil {
-					return err
-				}
-				first += int64(b.count)
-			}
-			return nil
-		})
-	}
 	if err != nil {
-		return fmt.Errorf("append %d audit records: %w", total, err)
+		return err
+	}
+	// Taking the range locks the sequence row until commit, so appends
+	// commit in the order of their seqs.
+	var last int64
+	if err := tx.StmtContext(ctx, takeSeqs).QueryRowContext(ctx, total).Scan(&last); err != nil {
+		return fmt.Errorf("take seqs: %w", err)
+	}
+	first := last - int64(total) + 1
+	for _, b := range bs {
+		if err := s.insertBlock(ctx, tx, b.block(first, first+int64(b.count)-1)); err != nil {
+			return err
+		}
+		first += int64(b.count)
+	}
+	if then != nil {
+		return then(tx)
 	}
 	return nil
 }

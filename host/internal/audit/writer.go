@@ -16,6 +16,13 @@ const (
 	DefaultFlushInterval     = 200 * time.Millisecond
 	DefaultAppendTimeout     = 5 * time.Second
 	DefaultRetentionInterval = time.Hour
+	// DefaultPendingGrace is longer than any call may run (tasks.run_timeout
+	// defaults to 30 minutes), so a pending record is taken for
+	// interrupted only once its call cannot still be running.
+	DefaultPendingGrace = time.Hour
+	// DefaultTokenShare is the host's TokenShare: a quarter of the
+	// default queue, so it takes four flooding tokens to fill it.
+	DefaultTokenShare = DefaultQueueSize / 4
 )
 
 // DefaultBackoff is the wait between attempts to write a batch the store
@@ -58,6 +65,15 @@ type WriterConfig struct {
 	// (DefaultRetentionInterval). Zero keeps records forever.
 	Retention         time.Duration
 	RetentionInterval time.Duration
+	// TokenShare bounds the records of one token (by TokenLabel) waiting
+	// at once; past it that token's records are dropped (ErrTokenShare),
+	// so one token's flood cannot fill the queue and drop or delay the
+	// others' (QueueSize: no bound of its own; the host sets
+	// DefaultTokenShare). Settled records are never refused.
+	TokenShare int
+	// PendingGrace is the age past which a pending record (Admit) with no
+	// outcome is appended as OutcomeInterrupted (DefaultPendingGrace).
+	PendingGrace time.Duration
 	// Log receives the writer's failures and recoveries; nil discards
 	// them. Lines never hold a record's contents.
 	Log *slog.Logger
@@ -78,6 +94,8 @@ func (c WriterConfig) withDefaults() (WriterConfig, error) {
 		{"backoff", c.Backoff.Min < 0 || c.Backoff.Max < 0},
 		{"retention", c.Retention < 0},
 		{"retention interval", c.RetentionInterval < 0},
+		{"token share", c.TokenShare < 0},
+		{"pending grace", c.PendingGrace < 0},
 	} {
 		if v.bad {
 			return c, fmt.Errorf("%w: audit writer %s is negative", ErrInvalid, v.name)
@@ -100,6 +118,8 @@ func (c WriterConfig) withDefaults() (WriterConfig, error) {
 	defDur(&c.Backoff.Min, DefaultBackoff.Min)
 	defDur(&c.Backoff.Max, max(DefaultBackoff.Max, c.Backoff.Min))
 	defDur(&c.RetentionInterval, DefaultRetentionInterval)
+	defDur(&c.PendingGrace, DefaultPendingGrace)
+	def(&c.TokenShare, c.QueueSize)
 	if c.Backoff.Max < c.Backoff.Min {
 		return c, fmt.Errorf("%w: audit writer backoff max %v is below its min %v", ErrInvalid, c.Backoff.Max, c.Backoff.Min)
 	}
@@ -120,10 +140,13 @@ type Stats struct {
 	Queued   int   // records waiting now
 	Written  int64 // records the store has committed
 	Batches  int64 // Appends that succeeded
-	Dropped  int64 // records refused because the queue was full
+	Dropped  int64 // records refused because the queue, or their token's share of it, was full
 	Failures int64 // Appends that failed
 	Lost     int64 // records still queued when Close gave up
 	Deleted  int64 // records retention deleted
+	// Pending counts the records kept before their calls ran (Admit);
+	// Interrupted those appended later for want of an outcome.
+	Pending, Interrupted int64
 }
 
 // Writer writes records to a Store in the background, in batches, so the
@@ -142,11 +165,19 @@ type Writer struct {
 	queued    int
 	blockSize int
 	closed    bool
+	// byToken counts the queued records of each token label, for
+	// TokenShare; admits are the pending records waiting to be kept.
+	byToken map[string]int
+	admits  []*admission
 	// spare holds the bodies of blocks the store has taken (it copies
 	// them), reused by the next blocks rather than grown again.
 	spare [][]byte
 
 	kick    chan struct{} // a batch is full
+	admitK  chan struct{} // a pending record waits to be kept
+	settleK chan struct{} // a settled record waits to be written
+	admDone chan struct{} // the admitter stopped
+	recDone chan struct{} // the pending recovery loop stopped
 	closing chan struct{} // Close began: drain, then stop
 	abort   chan struct{} // Close gave up: stop now
 	done    chan struct{} // the flusher stopped
@@ -163,6 +194,9 @@ type Writer struct {
 
 	healthy                                         atomic.Bool
 	written, batches, dropped, failures, lost, dels atomic.Int64
+	pending, interrupted                            atomic.Int64
+	// queuedN mirrors queued for Healthy, which every action asks.
+	queuedN atomic.Int64
 }
 
 // NewWriter starts a writer in front of s. The caller keeps s: close the
@@ -179,11 +213,20 @@ func NewWriter(s Store, cfg WriterConfig) (*Writer, error) {
 		store: s, cfg: cfg, blockSize: min(cfg.BatchSize, maxBlockRecords),
 		kick: make(chan struct{}, 1), closing: make(chan struct{}), abort: make(chan struct{}),
 		done: make(chan struct{}), retDone: make(chan struct{}),
+		admitK: make(chan struct{}, 1), settleK: make(chan struct{}, 1), admDone: make(chan struct{}), recDone: make(chan struct{}),
+		byToken: map[string]int{},
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.retCtx, w.retCancel = context.WithCancel(w.ctx)
 	w.healthy.Store(true)
 	go w.run()
+	if _, ok := s.(pendingStore); ok {
+		go w.admitter()
+		go w.recoverLoop()
+	} else {
+		close(w.admDone)
+		close(w.recDone)
+	}
 	if cfg.Retention > 0 {
 		go w.retain()
 	} else {
@@ -224,6 +267,19 @@ func (w *Writer) Write(r Record) error {
 		w.dropped.Add(1)
 		return ErrQueueFull
 	}
+	if w.byToken[r.TokenLabel] >= w.cfg.TokenShare {
+		w.mu.Unlock()
+		w.dropped.Add(1)
+		return ErrTokenShare
+	}
+	w.enqueue(&r, "")
+	return nil
+}
+
+// enqueue adds r to the queue's tail block, and kicks the flusher when a
+// batch is full; settles names the pending record r replaces. w.mu is
+// held, and released.
+func (w *Writer) enqueue(r *Record, settles string) {
 	var tail *queuedBlock
 	if n := len(w.queue); n > 0 && !w.queue[n-1].sealed && w.queue[n-1].count < w.blockSize {
 		tail = w.queue[n-1]
@@ -234,29 +290,50 @@ func (w *Writer) Write(r Record) error {
 		}
 		w.queue = append(w.queue, tail)
 	}
-	tail.add(uint64(tail.count), &r, true)
+	tail.add(uint64(tail.count), r, true)
+	if settles != "" {
+		tail.settles = append(tail.settles, settles)
+	}
+	if tail.tokens == nil {
+		tail.tokens = map[string]int{}
+	}
+	tail.tokens[r.TokenLabel]++
+	w.byToken[r.TokenLabel]++
 	w.queued++
+	w.queuedN.Store(int64(w.queued))
 	full := w.queued >= w.cfg.BatchSize
 	w.mu.Unlock()
-	if full {
+	kick := w.kick
+	if settles != "" && !full {
+		// A settled record is written at once, batch full or not: its
+		// call's caller may be waiting to see it.
+		kick = w.settleK
+	}
+	if full || settles != "" {
 		select {
-		case w.kick <- struct{}{}:
+		case kick <- struct{}{}:
 		default:
 		}
 	}
-	return nil
 }
 
 // queuedBlock is a block in the writer's queue.
 type queuedBlock struct {
 	builder
 	sealed bool
+	// settles names the pending records this block's records replace;
+	// tokens counts its records by token label.
+	settles []string
+	tokens  map[string]int
 }
 
-// Healthy reports whether the store accepts writes: false from a failed
-// Append until one succeeds again, and once Close has begun. The gate
-// refuses actions while it is false, so none runs without its record.
-func (w *Writer) Healthy() bool { return w.healthy.Load() }
+// Healthy reports whether records reach the store: false from a failed
+// Append until one succeeds again, while the queue is full, and once
+// Close has begun. The gate refuses actions while it is false, so none
+// runs without its record.
+func (w *Writer) Healthy() bool {
+	return w.healthy.Load() && w.queuedN.Load() < int64(w.cfg.QueueSize)
+}
 
 // Stats returns the writer's counters.
 func (w *Writer) Stats() Stats {
@@ -266,6 +343,7 @@ func (w *Writer) Stats() Stats {
 	return Stats{
 		Queued: queued, Written: w.written.Load(), Batches: w.batches.Load(), Dropped: w.dropped.Load(),
 		Failures: w.failures.Load(), Lost: w.lost.Load(), Deleted: w.dels.Load(),
+		Pending: w.pending.Load(), Interrupted: w.interrupted.Load(),
 	}
 }
 
@@ -291,6 +369,8 @@ func (w *Writer) Close(ctx context.Context) error {
 		<-w.done
 	}
 	<-w.retDone
+	<-w.admDone
+	<-w.recDone
 	if n := w.lost.Load(); n > 0 {
 		return fmt.Errorf("close audit writer: %d records not written: %w", n, context.Cause(ctx))
 	}
@@ -315,6 +395,8 @@ func (w *Writer) run() {
 		select {
 		case <-w.kick:
 			w.flush(true)
+		case <-w.settleK:
+			w.flush(false)
 		case <-tick.C:
 			w.flush(false)
 		case <-w.closing:
@@ -323,6 +405,8 @@ func (w *Writer) run() {
 			lost := w.queued
 			clear(w.queue)
 			w.queue, w.queued = nil, 0
+			w.queuedN.Store(0)
+			clear(w.byToken)
 			w.mu.Unlock()
 			if lost > 0 {
 				w.lost.Add(int64(lost))
@@ -351,8 +435,9 @@ func (w *Writer) flush(fullOnly bool) {
 		}
 		// The head blocks, up to a batch of records, sealed.
 		var (
-			batch []*builder
-			n     int
+			batch   []*builder
+			settled []string
+			n       int
 		)
 		for _, b := range w.queue {
 			if len(batch) > 0 && n+b.count > w.cfg.BatchSize {
@@ -360,23 +445,30 @@ func (w *Writer) flush(fullOnly bool) {
 			}
 			b.sealed = true
 			batch = append(batch, &b.builder)
+			settled = append(settled, b.settles...)
 			n += b.count
 		}
 		w.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(w.ctx, w.cfg.AppendTimeout)
-		err := w.append(ctx, batch)
+		err := w.append(ctx, batch, settled)
 		cancel()
 		if err == nil {
 			w.mu.Lock()
-			for _, b := range batch {
+			for _, b := range w.queue[:len(batch)] {
 				if len(w.spare) < maxSpareBodies {
 					w.spare = append(w.spare, b.body[:0])
+				}
+				for tok, c := range b.tokens {
+					if w.byToken[tok] -= c; w.byToken[tok] <= 0 {
+						delete(w.byToken, tok)
+					}
 				}
 			}
 			clear(w.queue[:len(batch)])
 			w.queue = w.queue[len(batch):]
 			w.queued -= n
+			w.queuedN.Store(int64(w.queued))
 			w.mu.Unlock()
 			w.written.Add(int64(n))
 			w.batches.Add(1)
@@ -414,9 +506,13 @@ type blockAppender interface {
 	appendBlocks(ctx context.Context, blocks []*builder) error
 }
 
-// append writes a batch of queued blocks to the store: as they are when
+// append writes a batch of queued blocks to the store, with the pending
+// records they settle deleted in the same transaction: as they are when
 // it takes blocks, else decoded into the records Append takes.
-func (w *Writer) append(ctx context.Context, batch []*builder) error {
+func (w *Writer) append(ctx context.Context, batch []*builder, settled []string) error {
+	if s, ok := w.store.(pendingStore); ok {
+		return s.appendSettled(ctx, batch, settled)
+	}
 	if s, ok := w.store.(blockAppender); ok {
 		return s.appendBlocks(ctx, batch)
 	}
