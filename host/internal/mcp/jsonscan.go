@@ -2,7 +2,10 @@ package mcp
 
 import (
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/capgate/capgate/internal/registry"
 )
 
 // The request path does not hand bodies to encoding/json: a reflective
@@ -283,6 +286,60 @@ func (it *objectIter) next(m *member) bool {
 		return fail()
 	}
 	return true
+}
+
+// refuseDuplicates answers a message, v, holding two members of one
+// object with the same name anywhere: which of them the adapter, the
+// gate, a plugin or an approver would read is not the same. A duplicate
+// in the envelope is an invalid request, one in params invalid params;
+// one in a tools/call's arguments alone is left to the gate, which
+// refuses it as invalid input of the tool, as every adapter's call is.
+func refuseDuplicates(v []byte, m *message) (code int, msg string) {
+	d := registry.DuplicateMember(v)
+	if d == nil {
+		return 0, ""
+	}
+	if strings.HasPrefix(d.Path, "/params/arguments/") && stringIs(m.method, "tools/call") {
+		if d = registry.DuplicateMember(withoutArguments(v)); d == nil {
+			return 0, ""
+		}
+	}
+	if d.Path == "/id" {
+		m.id = nil // which of the two to answer is not known
+	}
+	if strings.HasPrefix(d.Path, "/params/") {
+		return codeInvalidParams, "invalid params: " + d.Error()
+	}
+	return codeInvalidRequest, "invalid request: " + d.Error()
+}
+
+// withoutArguments is the object v, valid JSON, with the value of each
+// params.arguments member replaced by {}, the same in every other respect.
+func withoutArguments(v []byte) []byte {
+	return appendWithoutArguments(make([]byte, 0, len(v)), v, 0)
+}
+
+// appendWithoutArguments appends the object v at depth 0 (the message) or
+// 1 (its params), leaving out the arguments of params.
+func appendWithoutArguments(out, v []byte, depth int) []byte {
+	out = append(out, '{')
+	it := iterObject(v, depth)
+	var mb member
+	for n := 0; it.next(&mb); n++ {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(append(out, mb.key...), ':')
+		switch {
+		case depth == 1 && mb.is("arguments"):
+			out = append(out, "{}"...)
+		case depth == 0 && mb.is("params") && mb.val[0] == '{':
+			out = appendWithoutArguments(out, mb.val, 1)
+		default:
+			out = append(out, mb.val...)
+		}
+	}
+	return append(out, '}')
 }
 
 // decodeString returns the text of the JSON string token s (with quotes).

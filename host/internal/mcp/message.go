@@ -74,6 +74,9 @@ func parseMessage(b []byte, m *message) (code int, msg string) {
 		m.id = nil
 		return codeParseError, notJSON(v)
 	}
+	if code, msg := refuseDuplicates(v, m); code != 0 {
+		return code, msg
+	}
 	if !stringIs(version, "2.0") {
 		return codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`
 	}

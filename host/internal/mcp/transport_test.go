@@ -353,7 +353,7 @@ func TestParseErrors(t *testing.T) {
 		{"escaped keys and method", `{"json\u0072pc":"2.0","\u0069d":1,"method":"tools\/list"}`, 200, 0, true},
 		{"escaped tool name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"platform.\u0073earch","arguments":{"query":"x"}}}`, 200, 0, true},
 		{"keys are case-sensitive", `{"jsonrpc":"2.0","id":1,"METHOD":"ping"}`, 400, codeInvalidRequest, true},
-		{"duplicate key, last wins", `{"jsonrpc":"2.0","id":1,"method":"nope","method":"ping"}`, 200, 0, true},
+		{"duplicate key", `{"jsonrpc":"2.0","id":1,"method":"nope","method":"ping"}`, 400, codeInvalidRequest, true},
 	}
 	f := newFixture(t, Options{})
 	for _, tc := range cases {
