@@ -7,14 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/capgate/capgate/host/internal/clientip"
 	"github.com/capgate/capgate/host/internal/server"
+	"github.com/capgate/capgate/host/internal/throttle"
 	"github.com/capgate/capgate/internal/dispatch"
 )
 
@@ -51,6 +52,12 @@ type Options struct {
 	Key []byte
 	// SessionTTL is how long a session lasts; 0 means DefaultSessionTTL.
 	SessionTTL time.Duration
+	// Signouts records sign-outs where every replica reads them
+	// (approvals.Store); nil keeps them in this process only.
+	Signouts Signouts
+	// ClientIP says which client a sign-in comes from, for counting its
+	// failures; nil counts by the connection's peer.
+	ClientIP *clientip.Resolver
 	// Version is the host's, shown in the footer.
 	Version string
 	// Logger gets sign-ins, sign-outs and refusals; nil means
@@ -70,7 +77,9 @@ type Console struct {
 	now      func() time.Time
 	pages    *pages
 	static   *statics
-	limiter  *signinLimiter
+	limiter  *throttle.Failures
+	signouts Signouts
+	clientIP *clientip.Resolver
 	mux      *http.ServeMux
 }
 
@@ -97,8 +106,11 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Signouts == nil {
+		opts.Signouts = newMemSignouts(opts.Now)
+	}
 	c := &Console{api: opts.API, accounts: opts.Accounts, sess: sess, version: opts.Version, log: opts.Logger,
-		now: opts.Now, pages: pg, static: st, limiter: newSigninLimiter()}
+		now: opts.Now, pages: pg, static: st, limiter: newSigninLimiter(sess.ttl), signouts: opts.Signouts, clientIP: opts.ClientIP}
 	c.routes()
 	return c, nil
 }
@@ -150,7 +162,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // session is the request's session, its token checked as it stands now:
 // still configured, still of scope admin, still with the secret it was
-// signed in with.
+// signed in with; and the session not signed out, on any replica.
 func (c *Console) session(r *http.Request) (session, error) {
 	ck, err := r.Cookie(CookieName)
 	if err != nil {
@@ -166,6 +178,9 @@ func (c *Console) session(r *http.Request) (session, error) {
 	}
 	if c.sess.fingerprint(acc.TokenSHA256) != ss.fingerprint {
 		return session{}, errTokenRekeys
+	}
+	if err := c.checkSignedOut(r, ss); err != nil {
+		return session{}, err
 	}
 	return ss, nil
 }
@@ -249,6 +264,13 @@ func (c *Console) parseForm(w http.ResponseWriter, r *http.Request, ss session) 
 // come back to back), forms and the tail say so. A cookie that stopped
 // being a session is cleared, and why is logged.
 func (c *Console) ended(w http.ResponseWriter, r *http.Request, err error, back string) {
+	if errors.Is(err, errSignoutsUnread) {
+		// The session may well be good: keep the cookie, change nothing.
+		w.Header().Set("Retry-After", "5")
+		c.render(w, r, http.StatusServiceUnavailable, "error", view{Title: "Try again",
+			Error: "Whether your session is still open cannot be checked now; nothing changed. Try again in a moment."})
+		return
+	}
 	why := ""
 	if !errors.Is(err, errNoSession) {
 		c.clearCookie(w, r)
@@ -257,6 +279,8 @@ func (c *Console) ended(w http.ResponseWriter, r *http.Request, err error, back 
 			why = "expired"
 		case errors.Is(err, errTokenGone), errors.Is(err, errTokenRekeys):
 			why = "token"
+		case errors.Is(err, errSignedOut):
+			why = "out"
 		default:
 			why = "invalid"
 		}
@@ -354,15 +378,6 @@ func safeNext(next string) bool {
 		clean += "/"
 	}
 	return clean == u.Path && strings.HasPrefix(clean, base+"/")
-}
-
-// remoteIP is the address sign-in failures are counted against.
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // clip bounds caller input quoted back in a page or a log line.

@@ -1,89 +1,30 @@
 package console
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/capgate/capgate/host/internal/config"
+	"github.com/capgate/capgate/host/internal/throttle"
 	"github.com/capgate/capgate/internal/dispatch"
 )
 
-// Sign-in failures are counted per client address: signinFailures within
-// signinWindow, then refused until the window passes. Tokens are far too
-// long to guess; the bound keeps a guesser from filling the log.
-const (
-	signinFailures = 10
-	signinWindow   = time.Minute
-	// signinAddrs bounds the addresses counted at once; past it the
-	// oldest counts are dropped, so a flood of addresses costs bounded
-	// memory.
-	signinAddrs = 4096
-)
+// Sign-in failures are counted per client (Options.ClientIP) and across
+// all clients (see throttle): tokens are far too long to guess, and the
+// bounds keep a guesser, rotating addresses or not, from filling the log.
+// A client that signed in within a session's lifetime is spared the
+// global bound, so a flood does not lock out operators at work.
+func newSigninLimiter(sessionTTL time.Duration) *throttle.Failures {
+	return throttle.New(throttle.Limits{PerClient: 10, Global: 100, Window: time.Minute, TrustFor: sessionTTL})
+}
 
 // signinRefused is the one answer to every token that does not open the
 // console, whichever the reason: a sign-in page tells no one whether a
 // token exists.
 const signinRefused = "That token does not open the console. It must be a token configured on this host, of scope admin."
-
-type failures struct {
-	n     int
-	since time.Time
-}
-
-// signinLimiter counts sign-in failures per client address.
-type signinLimiter struct {
-	mu   sync.Mutex
-	by   map[string]*failures
-	keys []string // in the order first counted, to drop the oldest
-}
-
-func newSigninLimiter() *signinLimiter { return &signinLimiter{by: map[string]*failures{}} }
-
-// allowed says whether addr may try to sign in at now.
-func (l *signinLimiter) allowed(addr string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	f := l.by[addr]
-	return f == nil || f.n < signinFailures || now.Sub(f.since) >= signinWindow
-}
-
-// failed counts a failure of addr at now.
-func (l *signinLimiter) failed(addr string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	f := l.by[addr]
-	if f == nil {
-		if len(l.keys) >= signinAddrs {
-			delete(l.by, l.keys[0])
-			l.keys = l.keys[1:]
-		}
-		f = &failures{since: now}
-		l.by[addr] = f
-		l.keys = append(l.keys, addr)
-	}
-	if now.Sub(f.since) >= signinWindow {
-		f.n, f.since = 0, now
-	}
-	f.n++
-}
-
-// succeeded forgets addr's failures.
-func (l *signinLimiter) succeeded(addr string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.by[addr]; !ok {
-		return
-	}
-	delete(l.by, addr)
-	for i, k := range l.keys {
-		if k == addr {
-			l.keys = append(l.keys[:i], l.keys[i+1:]...)
-			break
-		}
-	}
-}
 
 // signinView is the sign-in page's data.
 type signinView struct {
@@ -126,23 +67,28 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	if !safeNext(next) {
 		next = base + "/"
 	}
-	addr, now := remoteIP(r), c.now()
-	if !c.limiter.allowed(addr, now) {
-		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: sign-in refused: too many failures from this address", slog.String("remote", r.RemoteAddr))
-		w.Header().Set("Retry-After", "60")
-		c.render(w, r, http.StatusTooManyRequests, "signin", view{Title: "Sign in",
-			Data: signinView{Next: next, Refused: "Too many failed sign-ins from your address; wait a minute and try again."}})
+	addr, now := c.clientIP.Key(r), c.now()
+	if scope, left := c.limiter.Allow(addr, now); scope != throttle.None {
+		msg := "Too many failed sign-ins from your address; wait a minute and try again."
+		if scope == throttle.All {
+			msg = "Too many failed sign-ins on this host lately: sign-in waits for everyone who has not signed in here lately. Wait a minute and try again."
+		}
+		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: sign-in refused: too many failures", slog.String("budget", string(scope)),
+			slog.String("client", addr), slog.String("remote", r.RemoteAddr))
+		w.Header().Set("Retry-After", strconv.Itoa(throttle.RetryAfter(left)))
+		c.render(w, r, http.StatusTooManyRequests, "signin", view{Title: "Sign in", Data: signinView{Next: next, Refused: msg}})
 		return
 	}
 	token := r.PostForm.Get("token")
 	acc, why := c.account(token)
 	if why != "" {
-		c.limiter.failed(addr, now)
-		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: sign-in refused", slog.String("why", why), slog.String("remote", r.RemoteAddr))
+		c.limiter.Fail(addr, now)
+		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: sign-in refused", slog.String("why", why),
+			slog.String("client", addr), slog.String("remote", r.RemoteAddr))
 		c.render(w, r, http.StatusUnauthorized, "signin", view{Title: "Sign in", Data: signinView{Next: next, Refused: signinRefused}})
 		return
 	}
-	c.limiter.succeeded(addr)
+	c.limiter.Succeed(addr, now)
 	ss, value := c.sess.issue(acc.Label, acc.TokenSHA256, now)
 	c.setCookie(w, r, value, int(ss.Expires.Sub(now)/time.Second))
 	c.log.LogAttrs(r.Context(), slog.LevelInfo, "console: signed in", slog.String("token", acc.Label),
@@ -169,14 +115,19 @@ func (c *Console) account(token string) (Account, string) {
 	return acc, ""
 }
 
-// signout ends the session in this browser. A form from another site may
-// not sign anyone out either.
+// signout ends the session: recorded as signed out for every replica
+// until it would have expired, then its cookie cleared in this browser.
+// A form from another site may not sign anyone out either.
 func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		c.refuseCrossSite(w, r)
 		return
 	}
 	ss, err := c.session(r)
+	if errors.Is(err, errSignoutsUnread) {
+		c.ended(w, r, err, "")
+		return
+	}
 	if err == nil {
 		if !c.parseForm(w, r, ss) {
 			return
@@ -184,6 +135,12 @@ func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
 		if !ss.checkCSRF(r.PostForm.Get("csrf")) {
 			c.render(w, r, http.StatusForbidden, "error", view{Session: &ss, Title: "Form refused",
 				Error: "This sign-out form is not one this session showed; you are still signed in. Use the Sign out button."})
+			return
+		}
+		if err := c.signouts.EndSession(r.Context(), ss.id(), ss.Expires); err != nil {
+			c.log.LogAttrs(r.Context(), slog.LevelError, "console: recording a sign-out failed", slog.String("token", ss.Label), slog.String("err", err.Error()))
+			c.render(w, r, http.StatusServiceUnavailable, "error", view{Session: &ss, Title: "Not signed out",
+				Error: "The sign-out could not be recorded, so this session would still open the console; you are still signed in. Try again in a moment."})
 			return
 		}
 		c.log.LogAttrs(r.Context(), slog.LevelInfo, "console: signed out", slog.String("token", ss.Label), slog.String("remote", r.RemoteAddr))
