@@ -47,7 +47,7 @@ type Admin interface {
 // details; no token, or an unknown one, gets the same 404 as the MCP
 // endpoint.
 func (s *Server) adminOnly(next func(echo.Context, dispatch.Principal) error) echo.HandlerFunc {
-	return s.authenticated(func(c echo.Context, p dispatch.Principal) error {
+	return s.adminAuthenticated(func(c echo.Context, p dispatch.Principal) error {
 		if s.opts.Admin == nil {
 			return echo.ErrNotFound
 		}

@@ -133,7 +133,7 @@ func (s *Server) routeInventory(e *echo.Echo) {
 // inventory, or without a known token, the answer is the MCP endpoint's
 // 404; a token not of admin scope gets 403.
 func (s *Server) inventoryRoute(present bool, next principalHandler) echo.HandlerFunc {
-	inner := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
+	inner := s.adminAuthenticated(func(c echo.Context, p dispatch.Principal) error {
 		if p.Scope != dispatch.ScopeAdmin {
 			return s.scopeRefused(c, p)
 		}

@@ -40,7 +40,7 @@ type Approvals interface {
 // decide, a role holding PermissionDecide. Without a store, or without a
 // known token, the answer is the MCP endpoint's 404.
 func (s *Server) approvalsOnly(decide bool, next func(echo.Context, dispatch.Principal) error) echo.HandlerFunc {
-	inner := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
+	inner := s.adminAuthenticated(func(c echo.Context, p dispatch.Principal) error {
 		if p.Scope != dispatch.ScopeAdmin {
 			return s.scopeRefused(c, p)
 		}

@@ -99,7 +99,7 @@ type AuditPage struct {
 // depends on Options.Audit, not Options.Admin: without an audit store the
 // route answers exactly as an absent one.
 func (s *Server) auditOnly(next func(echo.Context, dispatch.Principal) error) echo.HandlerFunc {
-	inner := s.authenticated(func(c echo.Context, p dispatch.Principal) error {
+	inner := s.adminAuthenticated(func(c echo.Context, p dispatch.Principal) error {
 		if p.Scope != dispatch.ScopeAdmin {
 			return s.scopeRefused(c, p)
 		}

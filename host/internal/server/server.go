@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/capgate/capgate/host/internal/answers"
+	"github.com/capgate/capgate/host/internal/clientip"
 	"github.com/capgate/capgate/host/internal/mcp"
 	"github.com/capgate/capgate/internal/dispatch"
 )
@@ -119,6 +120,9 @@ type Options struct {
 	Answers *answers.Relay
 	// Console serves the admin console at ConsolePath; nil serves none.
 	Console http.Handler
+	// ClientIP says which client a request comes from, for the admin
+	// API's count of failed tokens; nil counts by the connection's peer.
+	ClientIP *clientip.Resolver
 }
 
 // Server is capgate's HTTP server: the MCP endpoint and a health check.
@@ -134,6 +138,8 @@ type Server struct {
 	busyLogged atomic.Int64
 	// mcp is the MCP adapter, whose background tasks Shutdown stops.
 	mcp *mcp.Handler
+	// guard throttles failed tokens on the admin API.
+	guard *adminGuard
 }
 
 // busyLogEvery spaces the lines saying requests were refused as busy: a
@@ -158,7 +164,7 @@ func New(opts Options) *Server {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, guard: newAdminGuard()}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
