@@ -162,10 +162,12 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Serve serves Handler on ln until ctx ends, then shuts down within a
-// few seconds: a profile in progress is cut off.
-func (m *Metrics) Serve(ctx context.Context, ln net.Listener) error {
+// few seconds: a profile in progress is cut off. It answers requests for
+// an IP address, localhost, or one of hosts (metrics.allowed_hosts) and
+// refuses any other Host (see HostGuard).
+func (m *Metrics) Serve(ctx context.Context, ln net.Listener, hosts ...string) error {
 	srv := &http.Server{
-		Handler:           m.Handler(),
+		Handler:           HostGuard(m.Handler(), m.log, hosts...),
 		ReadHeaderTimeout: 10 * time.Second,
 		// A CPU profile or trace runs for as long as it asks (up to a
 		// minute is usual), so writes are not bounded here.
