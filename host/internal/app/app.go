@@ -434,6 +434,9 @@ func OpenBus(ctx context.Context, cfg *config.Config, log *slog.Logger) (events.
 		SubjectPrefix: SubjectPrefix(cfg.Events.Stream),
 		BufferSize:    cfg.EventsBufferSize,
 		Logger:        log,
+		// Events the server does not acknowledge within a second wait
+		// here, so a call never hangs on NATS and no event is dropped.
+		OutboxDir: cfg.DataDir + string(os.PathSeparator) + "events-outbox",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("events.nats_url %s (stream %s): %w", cfg.Events.NATSURL, cfg.Events.Stream, err)

@@ -39,6 +39,14 @@
 // a kill a subscriber may get its last events again: at least once, never
 // lost.
 //
+// On an operator's server the host gives the bus an outbox in its
+// data_dir ([NATSConfig.OutboxDir]): an event the server has not
+// acknowledged within a second is fsynced there instead, Publish returns
+// cursor 0, and the outbox sends what it holds in order, deduplicated by
+// message id, once the server answers, also after a restart of the host.
+// A call that publishes never waits on an absent server, and an event it
+// published is not lost with it.
+//
 // Events outside the retained window are gone: a subscriber that falls
 // further behind than the window resumes at the oldest retained event, and
 // [Bus.Since] answers [ErrCursorTooOld].

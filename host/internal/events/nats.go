@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +52,14 @@ type NATSConfig struct {
 	Now func() time.Time
 	// Name is the NATS connection name; empty means "capgate".
 	Name string
+	// OutboxDir, when set, is where Publish keeps on disk an event the
+	// server has not acknowledged within PublishWait, to publish it once
+	// the server answers again (see outbox.go). Empty: Publish waits on
+	// its context and fails with the server.
+	OutboxDir string
+	// PublishWait bounds Publish's wait for the server with an outbox;
+	// zero means DefaultPublishWait.
+	PublishWait time.Duration
 }
 
 // NATS is the JetStream bus. The cursor of an event is its stream sequence,
@@ -77,6 +84,8 @@ type NATS struct {
 	cleaning sync.WaitGroup
 	// closingSubs are the subscriptions Close closes itself.
 	closingSubs []*natsSub
+	// out is the outbox, when cfg.OutboxDir is set.
+	out *outbox
 }
 
 // closing reports whether Close is closing s itself. b.mu is held.
@@ -107,7 +116,18 @@ func OpenNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: nats: connect %s: %w", cfg.URL, err)
 	}
-	return openStream(ctx, cfg, log, nc)
+	b, err := openStream(ctx, cfg, log, nc)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.OutboxDir != "" {
+		if b.out, err = openOutbox(cfg.OutboxDir, log); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		b.out.start(b.relayOne)
+	}
+	return b, nil
 }
 
 // withDefaults checks cfg and fills in what it leaves zero; kind names the
@@ -139,6 +159,9 @@ func (cfg NATSConfig) withDefaults(kind string) (NATSConfig, *slog.Logger, error
 	}
 	if cfg.Name == "" {
 		cfg.Name = "capgate"
+	}
+	if cfg.PublishWait <= 0 {
+		cfg.PublishWait = DefaultPublishWait
 	}
 	cfg.Backoff = cfg.Backoff.orDefault()
 	if cfg.Now == nil {
@@ -194,97 +217,6 @@ func openStream(ctx context.Context, cfg NATSConfig, log *slog.Logger, nc *nats.
 		return nil, fmt.Errorf("events: nats: create or update stream %s: %w", cfg.Stream, err)
 	}
 	return &NATS{cfg: cfg, log: log, nc: nc, js: js, stream: stream, subs: map[string]*natsSub{}}, nil
-}
-
-// Publish implements [Bus]. The cursor is the stream sequence the server
-// acknowledged.
-func (b *NATS) Publish(ctx context.Context, ev Event) (uint64, error) {
-	ev, err := prepare(ev, b.cfg.Now())
-	if err != nil {
-		return 0, fmt.Errorf("events: publish: %w", err)
-	}
-	if b.isClosed() {
-		return 0, fmt.Errorf("events: publish: %w", ErrClosed)
-	}
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return 0, fmt.Errorf("events: publish %s: encode: %w", ev.Type, err)
-	}
-	ack, err := b.js.Publish(ctx, b.cfg.SubjectPrefix+"."+ev.Type, body, jetstream.WithExpectStream(b.cfg.Stream))
-	if err != nil {
-		return 0, fmt.Errorf("events: publish %s to stream %s: %w", ev.Type, b.cfg.Stream, err)
-	}
-	return ack.Sequence, nil
-}
-
-func decodeEvent(seq uint64, data []byte) (Event, error) {
-	var ev Event
-	if err := json.Unmarshal(data, &ev); err != nil {
-		return Event{}, fmt.Errorf("events: decode event %d: %w", seq, err)
-	}
-	ev.Cursor = seq
-	return ev, nil
-}
-
-// State implements [Bus]. The ID is the stream's name and creation time, so
-// a stream deleted and created again is a different bus.
-func (b *NATS) State(ctx context.Context) (State, error) {
-	if b.isClosed() {
-		return State{}, fmt.Errorf("events: state: %w", ErrClosed)
-	}
-	info, err := b.stream.Info(ctx)
-	if err != nil {
-		return State{}, fmt.Errorf("events: state: stream %s info: %w", b.cfg.Stream, err)
-	}
-	st := State{
-		ID:   fmt.Sprintf("nats:%s@%d", b.cfg.Stream, info.Created.UnixNano()),
-		Last: info.State.LastSeq,
-	}
-	if info.State.Msgs > 0 {
-		st.Oldest = info.State.FirstSeq
-	}
-	return st, nil
-}
-
-// Since implements [Bus] with direct gets from the stream.
-func (b *NATS) Since(ctx context.Context, after uint64, limit int) ([]Event, uint64, error) {
-	if err := validateLimit(limit); err != nil {
-		return nil, 0, err
-	}
-	if b.isClosed() {
-		return nil, 0, fmt.Errorf("events: since %d: %w", after, ErrClosed)
-	}
-	info, err := b.stream.Info(ctx)
-	if err != nil {
-		return nil, 0, fmt.Errorf("events: since %d: stream %s info: %w", after, b.cfg.Stream, err)
-	}
-	var oldest uint64
-	if info.State.Msgs > 0 {
-		oldest = info.State.FirstSeq
-	}
-	if oldest > 0 && after+1 < oldest {
-		return nil, oldest, &CursorTooOldError{After: after, Oldest: oldest}
-	}
-	var out []Event
-	for seq := after + 1; seq <= info.State.LastSeq && len(out) < limit; seq++ {
-		msg, err := b.stream.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			// Discarded since Info: the window moved past after.
-			if len(out) == 0 {
-				return b.Since(ctx, after, limit)
-			}
-			break
-		}
-		if err != nil {
-			return nil, oldest, fmt.Errorf("events: since %d: get %d from stream %s: %w", after, seq, b.cfg.Stream, err)
-		}
-		ev, err := decodeEvent(msg.Sequence, msg.Data)
-		if err != nil {
-			return nil, oldest, err
-		}
-		out = append(out, ev)
-	}
-	return out, oldest, nil
 }
 
 // Subscribe implements [Bus] with a durable pull consumer named name. A new
@@ -416,6 +348,9 @@ func (b *NATS) Close() error {
 	}
 	b.closingSubs = subs
 	b.mu.Unlock()
+	if b.out != nil {
+		b.out.stop() // what it still holds stays on disk for the next start
+	}
 	for _, s := range subs {
 		_ = s.Close()
 	}
