@@ -78,6 +78,10 @@ type Decision struct {
 	// AskedClient says the call asked its caller's client for input
 	// (NeedsInput): nothing finished, and ApprovalID names the round.
 	AskedClient bool
+	// Pending says the gate asked the auditor to keep the call's record
+	// before it ran (Auditor.Admit), whether or not that succeeded: this
+	// decision replaces that record.
+	Pending bool
 }
 
 // Auditor keeps the gate's decisions. The host's writes them to the audit
@@ -88,6 +92,11 @@ type Auditor interface {
 	// Record keeps d. It must not block the call: the trail is written
 	// behind it.
 	Record(d Decision)
+	// Admit keeps d, an action that has passed every step and is about
+	// to run, durably, and returns once it is kept: an action runs only
+	// once its record would survive the host stopping while it runs. The
+	// outcome's Record, with d.Pending set, replaces it.
+	Admit(ctx context.Context, d Decision) error
 	// Healthy reports whether records are reaching the store.
 	Healthy() bool
 }
@@ -121,6 +130,7 @@ func (d *Dispatcher) audited(ctx context.Context, p Principal, name string, args
 	dec := Decision{
 		ID: c.id, Origin: c.origin, Time: start, Latency: time.Since(start), Principal: p,
 		Capability: name, Args: args, ApprovalID: c.approvalID, Held: c.held, Asked: c.asked, Confirmed: c.confirmed,
+		Pending: c.pending,
 	}
 	switch {
 	case c.inputAsked:
@@ -188,6 +198,26 @@ func classify(dec *Decision, err error) error {
 // does not exist. The caller gets ErrUnknownCapability, not a refusal.
 const StepUnknown Step = "unknown_capability"
 
+// keepAdmission is the audit step's second half, for an action that has
+// passed every other step: its record is kept durably before it runs.
+// When that fails the action is refused at StepAudit (or, with
+// audit.on_unavailable: allow, runs unrecorded until its outcome).
+func (d *Dispatcher) keepAdmission(ctx context.Context, p Principal, e *registry.Entry, args json.RawMessage, c *call) error {
+	c.pending = true
+	err := d.auditor.Admit(ctx, Decision{
+		ID: c.id, Origin: c.origin, Time: time.Now(), Principal: p, Capability: e.Name, Plugin: e.Plugin,
+		Args: args, Sensitive: e.Sensitive, ApprovalID: c.approvalID, Confirmed: c.confirmed,
+	})
+	switch {
+	case err == nil, !d.auditRequired:
+		return nil
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	}
+	return &Refusal{Step: StepAudit, Capability: e.Name,
+		Reason: "the audit trail (its database) could not keep this action's record before it ran, so it did not run; retry shortly"}
+}
+
 // auditDown is the audit step: an action is refused while the trail
 // cannot be written, if the operator asked for that.
 func (d *Dispatcher) auditDown(e *registry.Entry) *Refusal {
@@ -195,5 +225,5 @@ func (d *Dispatcher) auditDown(e *registry.Entry) *Refusal {
 		return nil
 	}
 	return &Refusal{Step: StepAudit, Capability: e.Name,
-		Reason: "the audit trail cannot be written now, so actions are refused until it can; reads still work"}
+		Reason: "the audit trail (its database) cannot be written now, so actions are refused until it can; reads still work"}
 }

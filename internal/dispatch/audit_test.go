@@ -21,6 +21,9 @@ type trail struct {
 	records []dispatch.Decision
 	n       atomic.Int64
 	down    atomic.Bool
+	// admitted are the records kept before their actions ran.
+	admitted   []dispatch.Decision
+	admitFails atomic.Bool
 }
 
 func (a *trail) NewID(time.Time) string { return fmt.Sprintf("rec-%d", a.n.Add(1)) }
@@ -32,6 +35,18 @@ func (a *trail) Record(d dispatch.Decision) {
 }
 
 func (a *trail) Healthy() bool { return !a.down.Load() }
+
+// Admit keeps an action's record before it runs, in memory; it fails
+// while the trail is down or admitFails says so.
+func (a *trail) Admit(_ context.Context, d dispatch.Decision) error {
+	if a.down.Load() || a.admitFails.Load() {
+		return errors.New("the trail refuses the record")
+	}
+	a.mu.Lock()
+	a.admitted = append(a.admitted, d)
+	a.mu.Unlock()
+	return nil
+}
 
 func (a *trail) take() []dispatch.Decision {
 	a.mu.Lock()
@@ -188,5 +203,44 @@ func TestNestedCallsNameTheirParent(t *testing.T) {
 	if len(recs) != 2 || recs[0].Capability != capPing || recs[1].Capability != capList ||
 		recs[0].Origin.ParentID != recs[1].ID || recs[1].Origin.ParentID != "" || recs[0].Origin.RequestID != "1" {
 		t.Fatalf("records %+v", recs)
+	}
+}
+
+// TestActionRecordKeptBeforeItRuns: an action's record is kept (Admit)
+// before its provider runs it, and its outcome's record says it replaces
+// that one; a read is not kept ahead. When the record cannot be kept the
+// action is refused at the audit step and nothing runs, unless the
+// operator chose to let calls carry on unrecorded.
+func TestActionRecordKeptBeforeItRuns(t *testing.T) {
+	ctx := context.Background()
+	for _, refuse := range []bool{true, false} {
+		d, dk := newGate(t, deskPolicy())
+		a := &trail{}
+		d.UseAuditor(a, refuse)
+		if _, err := d.Invoke(ctx, aliceAction, capBook, json.RawMessage(`{"slot":"fri-17"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Invoke(ctx, aliceRead, capList, nil); err != nil {
+			t.Fatal(err)
+		}
+		recs := a.take()
+		if len(a.admitted) != 1 || a.admitted[0].Capability != capBook || a.admitted[0].ID != recs[0].ID || !recs[0].Pending || recs[1].Pending {
+			t.Fatalf("kept ahead %+v, records %+v; want the action's alone, its outcome replacing it", a.admitted, recs)
+		}
+		a.admitFails.Store(true)
+		_, invokedBefore := dk.calls()
+		_, err := d.Invoke(ctx, aliceAction, capBook, json.RawMessage(`{"slot":"fri-18"}`))
+		_, invoked := dk.calls()
+		if refuse {
+			refusalAt(t, err, dispatch.StepAudit, capBook)
+			if invoked != invokedBefore {
+				t.Error("the action ran without its record kept")
+			}
+			if recs := a.take(); len(recs) != 1 || recs[0].Refusal == nil || !recs[0].Pending {
+				t.Errorf("records %+v; want the refusal, replacing whatever was kept", recs)
+			}
+		} else if err != nil || invoked != invokedBefore+1 {
+			t.Errorf("on_unavailable allow: %v, ran %d; want the action run", err, invoked-invokedBefore)
+		}
 	}
 }

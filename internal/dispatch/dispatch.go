@@ -508,6 +508,8 @@ type call struct {
 	inputID        string
 	inputAsked     bool
 	inputConfirmed string
+	// pending: its record was given to Auditor.Admit before it ran.
+	pending bool
 }
 
 // invoke is the gate for one call.
@@ -543,6 +545,11 @@ func (d *Dispatcher) invoke(ctx context.Context, p Principal, name string, args 
 	}
 	if res, err := d.hold(ctx, pol, e, p, args, c); res != nil || err != nil {
 		return res, err
+	}
+	if d.auditor != nil && e.Kind == registry.Action {
+		if err := d.keepAdmission(ctx, p, e, args, c); err != nil {
+			return nil, err
+		}
 	}
 	ctx, err = admitted(ctx)
 	if err != nil {

@@ -132,6 +132,22 @@ type Limiter interface {
 	Allow(ctx context.Context, key LimitKey, r Rate) (ok bool, retryAfter time.Duration, err error)
 }
 
+// Counter is a Limiter that can name where it keeps its counts ("Redis"),
+// for the refusal a caller gets while it is unreachable; never an
+// address.
+type Counter interface {
+	Limiter
+	Where() string
+}
+
+// counterName is " (kept in <where>)" for a Counter, empty otherwise.
+func counterName(l Limiter) string {
+	if c, ok := l.(Counter); ok && c.Where() != "" {
+		return " (kept in " + c.Where() + ")"
+	}
+	return ""
+}
+
 // LimitKey names a bucket: a token's calls to one capability, or, with
 // Capability empty, all of that token's calls. A struct rather than one
 // string, so that the step, which runs on every call, builds nothing:
@@ -178,7 +194,7 @@ func (d *Dispatcher) take(ctx context.Context, key LimitKey, rate Rate, capabili
 			return nil, ctx.Err()
 		}
 		return &Refusal{Step: StepRateLimit, Capability: capability,
-			Reason: "the rate-limit count is unavailable, so calls are refused until it is back"}, nil
+			Reason: "the rate-limit count" + counterName(d.limiter) + " is unavailable, so calls are refused until it is back"}, nil
 	}
 	if !ok {
 		wait = max(wait, time.Millisecond)

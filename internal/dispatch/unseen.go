@@ -46,10 +46,9 @@ const unseenBucket = "?"
 // counted against the token's limits first, as an unknown name would be,
 // so a flood of such calls is throttled at the caller's own limit.
 func (d *Dispatcher) unseen(ctx context.Context, pol *compiledPolicy, p Principal, name string, r *Refusal) error {
-	if lr, err := d.chargeUnseen(ctx, pol, p, name); lr != nil || err != nil {
-		if err != nil {
-			return err
-		}
+	if lr, err := d.chargeUnseen(ctx, pol, p, name); err != nil {
+		return err
+	} else if lr != nil && !counterDown(lr) {
 		return lr
 	}
 	if r == nil {
@@ -65,14 +64,18 @@ func (d *Dispatcher) refusedAt(ctx context.Context, pol *compiledPolicy, p Princ
 	if hides(pol, r) {
 		return d.unseen(ctx, pol, p, e.Name, r)
 	}
-	if lr, err := d.limit(ctx, pol, p, e.Name); lr != nil || err != nil {
-		if err != nil {
-			return err
-		}
+	if lr, err := d.limit(ctx, pol, p, e.Name); err != nil {
+		return err
+	} else if lr != nil && !counterDown(lr) {
 		return lr
 	}
 	return r
 }
+
+// counterDown reports whether r is the rate-limit step's refusal for a
+// count it could not keep. A call refused anyway keeps its own answer:
+// the kill switch must say kill_switch while the counter is away.
+func counterDown(r *Refusal) bool { return r.Step == StepRateLimit && r.RetryAfter == 0 }
 
 // chargeUnseen counts a call to a name p cannot see: in p's one bucket
 // for all such names, then in its overall one.

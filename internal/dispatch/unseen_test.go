@@ -95,3 +95,23 @@ func TestHiddenRefusalIsAudited(t *testing.T) {
 }
 
 func asRefusal(err error, r **dispatch.Refusal) bool { return errors.As(err, r) }
+
+// TestRefusalKeepsItsStepWhileTheCounterIsDown: a call refused anyway
+// (the kill switch) is not answered with the counter's trouble, and a
+// hidden capability still answers as an unknown name.
+func TestRefusalKeepsItsStepWhileTheCounterIsDown(t *testing.T) {
+	ctx := context.Background()
+	policy := deskPolicy()
+	policy.ActionsOff = true
+	policy.DisabledCapabilities = []string{capGet}
+	policy.Limits = dispatch.Limits{PerToken: dispatch.Rate{Count: 10, Per: time.Minute}}
+	d, _ := newGate(t, policy)
+	d.UseLimiter(failingLimiter{})
+	_, err := d.Invoke(ctx, aliceAction, capBook, json.RawMessage(`{"slot":"x"}`))
+	refusalAt(t, err, dispatch.StepKillSwitch, capBook)
+	_, err = d.Invoke(ctx, aliceAction, capGet, json.RawMessage(`{"id":"b-1"}`))
+	answeredUnknown(t, err, capGet)
+	// A call the gate would admit meets the counter's trouble.
+	_, err = d.Invoke(ctx, aliceRead, capList, nil)
+	refusalAt(t, err, dispatch.StepRateLimit, capList)
+}

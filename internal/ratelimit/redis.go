@@ -146,6 +146,11 @@ func validPrefix(p string) error {
 	return nil
 }
 
+// Where names the counter's store for a refusal while it is unreachable.
+func (r *Redis) Where() string { return "Redis" }
+
+var _ dispatch.Counter = (*Redis)(nil)
+
 // Allow implements dispatch.Limiter.
 func (r *Redis) Allow(ctx context.Context, key dispatch.LimitKey, rate dispatch.Rate) (bool, time.Duration, error) {
 	if rate.Count <= 0 || rate.Per <= 0 || rate.Burst < 0 {

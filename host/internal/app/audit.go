@@ -37,7 +37,7 @@ func openAudit(ctx context.Context, cfg *config.Config, log *slog.Logger) (*audi
 	if err != nil {
 		return nil, nil, fmt.Errorf("database.dsn: audit trail: %w", err)
 	}
-	w, err := audit.NewWriter(store, audit.WriterConfig{Retention: cfg.Audit.Retention, Log: log})
+	w, err := audit.NewWriter(store, audit.WriterConfig{Retention: cfg.Audit.Retention, TokenShare: audit.DefaultTokenShare, Log: log})
 	if err != nil {
 		_ = store.Close()
 		return nil, nil, fmt.Errorf("audit: %w", err)
@@ -49,8 +49,8 @@ func (a *auditor) NewID(at time.Time) string { return audit.NewID(at) }
 
 func (a *auditor) Healthy() bool { return a.w.Healthy() }
 
-// Record implements dispatch.Auditor.
-func (a *auditor) Record(d dispatch.Decision) {
+// recordOf is d as the trail keeps it, before its decision and outcome.
+func recordOf(d *dispatch.Decision) audit.Record {
 	// The writer compacts, checks and caps the arguments it is given;
 	// redacting first is needed only where they may hold a field the
 	// capability marks.
@@ -58,13 +58,24 @@ func (a *auditor) Record(d dispatch.Decision) {
 	if len(d.Sensitive) > 0 && !audit.NamesNone(d.Args, d.Sensitive) {
 		args = audit.Redact(d.Args, d.Sensitive, 0)
 	}
-	r := audit.Record{
+	return audit.Record{
 		ID: d.ID, ParentID: d.Origin.ParentID, Time: d.Time, Latency: d.Latency,
 		RequestID: d.Origin.RequestID, Protocol: d.Origin.Protocol, ProtocolVersion: d.Origin.ProtocolVersion,
 		TokenLabel: d.Principal.Token, Role: d.Principal.Role, Scope: string(d.Principal.Scope), UserID: d.Principal.UserID,
 		Capability: d.Capability, Plugin: d.Plugin,
 		Args: args, ApprovalID: d.ApprovalID,
 	}
+}
+
+// Admit implements dispatch.Auditor: the action's record is durable
+// before it runs.
+func (a *auditor) Admit(ctx context.Context, d dispatch.Decision) error {
+	return a.w.Admit(ctx, recordOf(&d))
+}
+
+// Record implements dispatch.Auditor.
+func (a *auditor) Record(d dispatch.Decision) {
+	r := recordOf(&d)
 	switch {
 	case d.Refusal != nil:
 		r.Decision, r.Step, r.Reason = audit.Refused, string(d.Refusal.Step), d.Refusal.Reason
@@ -81,6 +92,13 @@ func (a *auditor) Record(d dispatch.Decision) {
 	default:
 		r.Decision = audit.Admitted
 		failed(&r, d)
+	}
+	if d.Pending {
+		// Its record was kept before it ran; this one replaces it.
+		if err := a.w.Settle(r); err != nil {
+			a.log.Warn("audit: an action's outcome was not recorded; its record stays as interrupted", "why", err.Error())
+		}
+		return
 	}
 	a.write(r)
 }

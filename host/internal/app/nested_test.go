@@ -85,11 +85,11 @@ func TestNestedCallsPassTheGate(t *testing.T) {
 }
 
 // TestNestedCallRefusedWhenPackOff: with hello's pack off, the relay may
-// not reach it either.
+// not reach it either: to the relay, as to any caller, it does not exist.
 func TestNestedCallRefusedWhenPackOff(t *testing.T) {
 	addr := serveRelay(t, "relay: true, hello: false")
 	out, msg := mcpTool(t, addr, "test-both-1", "relay.call", relayArgs(0, "hello.greet", map[string]any{"name": "x"}))
-	if msg != "" || out["refused"] != "pack" {
-		t.Errorf("relay.call to a pack that is off = %v %q, want refused at pack", out, msg)
+	if msg != "" || out["error"] != "invoke hello.greet: no such capability" {
+		t.Errorf("relay.call to a pack that is off = %v %q, want no such capability", out, msg)
 	}
 }

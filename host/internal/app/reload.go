@@ -58,7 +58,7 @@ func (a *App) Reload() (applied []string, err error) {
 	merged.Tokens, merged.Roles, merged.Packs = next.Tokens, next.Roles, next.Packs
 	merged.DefaultRole, merged.DefaultScope = next.DefaultRole, next.DefaultScope
 	merged.ActionsEnabled, merged.DisabledCapabilities, merged.Limits = next.ActionsEnabled, next.DisabledCapabilities, next.Limits
-	merged.Risk = next.Risk
+	merged.Risk, merged.OwnershipAsMissing = next.Risk, next.OwnershipAsMissing
 	if err := a.gov.reconfigure(&merged); err != nil {
 		a.log.Error("config reload refused; the running configuration stays", "err", err)
 		return nil, err
@@ -122,6 +122,7 @@ var settings = []setting{
 	{"disabled_capabilities", true, func(c *config.Config) any { return c.DisabledCapabilities }},
 	{"limits", true, func(c *config.Config) any { return c.Limits }},
 	{"risk", true, func(c *config.Config) any { return []any{c.Risk, c.InBand} }},
+	{"refusals.ownership", true, func(c *config.Config) any { return c.OwnershipAsMissing }},
 	{"approvals", false, func(c *config.Config) any { return c.Approvals }},
 	{"tasks", false, func(c *config.Config) any { return c.Tasks }},
 	{"metrics", false, func(c *config.Config) any { return c.Metrics }},
