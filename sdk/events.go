@@ -39,6 +39,10 @@ var ErrNoHost = errors.New("no capgate host: the plugin was not started by one")
 // called from OnConfigure and, with the Env kept, from any handler. The host
 // refuses a malformed event (an error naming the reason); publishing is not
 // transactional with the plugin's own storage, so call it after a commit.
+// A host on an operator's NATS server does not wait on it for more than
+// about a second: an event the server has not acknowledged by then is kept
+// on the host's disk and published in order once it is back, and Publish
+// returns cursor 0 and no error.
 func (e Env) Publish(ctx context.Context, ev Event) (uint64, error) {
 	if e.host == nil {
 		return 0, ErrNoHost

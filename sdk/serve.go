@@ -272,6 +272,9 @@ func (s *server) invoke(ctx context.Context, req *capgatev1.InvokeRequest, n *no
 			}
 			return &capgatev1.InvokeResponse{InputRequired: ir}, nil
 		}
+		if u := (*unreachable)(nil); errors.As(err, &u) {
+			s.p.logger.Warn("the database is unreachable", "capability", req.Capability, "call_id", req.CallId, "err", u.cause)
+		}
 		if te, ok := asWireError(err); ok {
 			return &capgatev1.InvokeResponse{Error: te}, nil
 		}

@@ -82,7 +82,7 @@ func Register(p *sdk.Plugin, opts ...Option) {
 		if err != nil {
 			return nil, err
 		}
-		s := NewService(st, o.now, env.Logger)
+		s := NewService(namedFailures{st}, o.now, env.Logger)
 		s.SetPublisher(env.Publish)
 		if cfg.Seed != "" {
 			if _, err := s.Seed(ctx, cfg.Seed); err != nil {
